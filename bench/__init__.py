@@ -1,0 +1,1 @@
+"""ProverBench / VerifierBench scoring, the LiveMathematicianBench MCQ harness, reports."""

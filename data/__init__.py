@@ -1,0 +1,1 @@
+"""Schemas, loaders, validation, synthetic tasks, curation and the shipped samples."""

@@ -1,0 +1,130 @@
+"""JSONL loading with validation that names file, line and field for every bad record.
+
+Example:
+    >>> from proofcheck.data.loaders import load_records  # doctest: +SKIP
+    >>> problems = load_records("data/samples/problems.jsonl", "problem")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from proofcheck.data.schemas import ID_FIELDS, SCHEMAS
+
+SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+
+
+class DataError(ValueError):
+    """One or more bad records; `problems` holds one `file:line: field: reason` per issue."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        head = "\n".join(problems[:50])
+        more = f"\n... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        super().__init__(f"{len(problems)} bad record(s):\n{head}{more}")
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "<record>"
+
+
+def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any | None, str | None]]:
+    """Yield (line_number, value, json_error) for each non-blank line."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line), None
+            except json.JSONDecodeError as e:
+                yield lineno, None, f"invalid JSON: {e.msg} at column {e.colno}"
+
+
+def validate_records(path: str | Path, kind: str) -> tuple[list[BaseModel], list[str]]:
+    """Parse every line of `path` as a `kind` record; return (records, problems)."""
+    if kind not in SCHEMAS:
+        raise ValueError(f"unknown record kind {kind!r}; choose one of {', '.join(SCHEMAS)}")
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    model = SCHEMAS[kind]
+    records: list[BaseModel] = []
+    problems: list[str] = []
+    seen: dict[tuple, int] = {}
+    for lineno, value, err in iter_json_lines(path):
+        where = f"{path}:{lineno}"
+        if err is not None:
+            problems.append(f"{where}: <line>: {err}")
+            continue
+        if not isinstance(value, dict):
+            problems.append(f"{where}: <record>: expected a JSON object, got {type(value).__name__}")
+            continue
+        try:
+            rec = model.model_validate(value)
+        except ValidationError as e:
+            for d in e.errors():
+                problems.append(f"{where}: {_field_path(d['loc'])}: {d['msg']}")
+            continue
+        key = tuple(getattr(rec, f) for f in ID_FIELDS[kind])
+        if key in seen:
+            problems.append(f"{where}: {'+'.join(ID_FIELDS[kind])}: duplicate id {key!r} (first on line {seen[key]})")
+            continue
+        seen[key] = lineno
+        records.append(rec)
+    return records, problems
+
+
+def load_records(path: str | Path, kind: str) -> list[Any]:
+    """Load and validate a JSONL file; raise `DataError` listing every bad record."""
+    records, problems = validate_records(path, kind)
+    if problems:
+        raise DataError(problems)
+    return records
+
+
+def detect_kind(path: str | Path) -> str:
+    """Guess a file's record kind from its first parsable record."""
+    for _, value, _ in iter_json_lines(path):
+        if isinstance(value, dict):
+            if "annotation" in value:
+                return "annotated"
+            if "text" in value and "proof_id" in value:
+                return "output"
+            if "sample" in value:
+                return "submission"
+            return "problem"
+    raise ValueError(f"{path}: no JSON object found; pass --kind")
+
+
+def annotated_to_dataset(records: list[Any]):
+    """A `datasets.Dataset` with one row per annotated proof (for training).
+
+    Columns: problem, reference_solution, steps, n_steps, proof_id, problem_id, domain,
+    subject, origin, is_correct, first_error_step, annotation (as JSON text, so the reward
+    function receives it intact).
+    """
+    import datasets
+
+    rows = [
+        {
+            "proof_id": r.proof_id,
+            "problem_id": r.problem_id,
+            "problem": r.problem,
+            "reference_solution": r.reference_solution or "",
+            "steps": list(r.steps),
+            "n_steps": len(r.steps),
+            "domain": r.domain,
+            "subject": r.subject,
+            "origin": r.origin or "expert",
+            "is_correct": r.gold_is_correct,
+            "first_error_step": r.gold_first_error_step,
+            "annotation": r.annotation.model_dump_json(),
+        }
+        for r in records
+    ]
+    return datasets.Dataset.from_list(rows)

@@ -1,0 +1,51 @@
+"""The `proofcheck` command line.
+
+Each subcommand lives in a light module listed in `COMMANDS` that defines
+`register(subparsers)`; handlers import heavy libraries (torch, vLLM, TRL) only when they
+run, so `proofcheck --help` and every `--help` answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand group -> module defining `register(subparsers)`; order is the --help order.
+COMMANDS: tuple[str, ...] = (
+    "proofcheck.commands.data",
+    "proofcheck.commands.metrics",
+    "proofcheck.commands.model",
+    "proofcheck.commands.demo",
+)
+
+DESCRIPTION = """\
+proofcheck: train, serve and use proof verifiers.
+
+A verifier reads a stepped proof and answers <assessment>, <errors> and <first_error_step>
+(-1 = valid). Eight sampled passes give a pessimistic decision: accept only if all accept.
+Run `proofcheck <command> --help` for the options of each command."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="proofcheck", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+    for module in COMMANDS:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and run the chosen handler; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:  # a group such as `proofcheck data` without its subcommand
+        parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])
+        return 2
+    return int(handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

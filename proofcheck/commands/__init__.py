@@ -1,0 +1,1 @@
+"""CLI subcommand modules: each defines register(subparsers) and lazy handlers."""

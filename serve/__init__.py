@@ -1,0 +1,1 @@
+"""Serving the verifier with vLLM: k-pass pessimistic verification, HTTP service, client."""

@@ -1,0 +1,1 @@
+"""GRPO training of the verifier with TRL (`accelerate launch train/grpo.py`)."""
