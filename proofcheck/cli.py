@@ -15,6 +15,7 @@ import sys
 COMMANDS: tuple[str, ...] = (
     "proofcheck.commands.data",
     "proofcheck.commands.metrics",
+    "proofcheck.commands.score",
     "proofcheck.commands.model",
     "proofcheck.commands.demo",
 )

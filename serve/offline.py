@@ -1,7 +1,9 @@
 """In-process batch generation with vLLM's offline `LLM` (batch scoring, the demo).
 
 One engine, many conversations, k passes each as one request with `n=k` (the prompt
-prefix is computed once and shared by the k samples).
+prefix is computed once and shared by the k samples). `engine_kwargs` is the one place that
+turns our options (CPU defaults, a LoRA adapter, pass-through engine arguments) into vLLM
+engine arguments; the streaming engine in `proofcheck.serve.inprocess` uses it too.
 """
 
 from __future__ import annotations
@@ -37,6 +39,33 @@ def on_cpu() -> bool:
         return False
 
 
+def engine_kwargs(*, lora: tuple[str, str] | None = None, max_lora_rank: int | None = None,
+                  **engine_args: Any) -> dict[str, Any]:
+    """vLLM engine arguments: CPU defaults (on the CPU build), LoRA switches, then `engine_args`.
+
+    `lora=(name, path)` turns on `enable_lora` and sizes `max_lora_rank` from the adapter's
+    `adapter_config.json` (`r`) unless given. Explicit `engine_args` win over the defaults.
+    """
+    kwargs: dict[str, Any] = dict(cpu_engine_defaults()) if on_cpu() else {}
+    if lora is not None:
+        kwargs["enable_lora"] = True
+        kwargs["max_lora_rank"] = max_lora_rank or lora_rank(lora[1])
+    kwargs.update(engine_args)
+    return kwargs
+
+
+def lora_rank(adapter_dir: str) -> int:
+    """The rank `r` of a peft adapter folder (vLLM needs max_lora_rank >= r)."""
+    import json
+    from pathlib import Path
+
+    cfg = Path(adapter_dir) / "adapter_config.json"
+    if not cfg.is_file():
+        raise FileNotFoundError(f"{cfg}: not found; --lora NAME=PATH must name a peft adapter folder")
+    r = int(json.loads(cfg.read_text()).get("r", 16))
+    return next((v for v in (1, 8, 16, 32, 64, 128, 256, 320, 512) if v >= r), r)
+
+
 class OfflineEngine:
     """vLLM `LLM` wrapper generating k passes per conversation.
 
@@ -45,17 +74,24 @@ class OfflineEngine:
         >>> eng.generate([messages], n=8)[0][0].text  # doctest: +SKIP
     """
 
-    def __init__(self, model: str, *, max_model_len: int = 4096, seed: int = 0, **engine_kwargs: Any):
+    def __init__(self, model: str, *, max_model_len: int = 4096, seed: int = 0,
+                 lora: tuple[str, str] | None = None, **engine_args: Any):
         from vllm import LLM
 
-        kwargs = {**(cpu_engine_defaults() if on_cpu() else {}), **engine_kwargs}
+        self.lora = lora
+        kwargs = engine_kwargs(lora=lora, **engine_args)
         self.llm = LLM(model=model, max_model_len=max_model_len, seed=seed, **kwargs)
 
     def generate(self, conversations: list[list[dict[str, str]]], n: int = 8, *, temperature: float = 1.0,
                  max_tokens: int = 512, seed: int | None = None) -> list[list[Completion]]:
-        """k = `n` completions for each conversation, in input order."""
+        """k = `n` completions for each conversation, in input order (through the adapter when one is set)."""
         from vllm import SamplingParams
 
+        lora_request = None
+        if self.lora is not None:
+            from vllm.lora.request import LoRARequest
+
+            lora_request = LoRARequest(self.lora[0], 1, self.lora[1])
         params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        outs = self.llm.chat(conversations, params, use_tqdm=False)
+        outs = self.llm.chat(conversations, params, use_tqdm=False, lora_request=lora_request)
         return [[Completion(c.text, c.finish_reason, len(c.token_ids)) for c in o.outputs] for o in outs]

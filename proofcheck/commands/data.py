@@ -26,6 +26,17 @@ def register(sub: Any) -> None:
     s.add_argument("--seed", type=int, default=0, help="random seed (same seed, same tasks)")
     s.add_argument("--out", required=True, help="output JSONL path (written atomically)")
     s.set_defaults(handler=_synth)
+    b = add_command(dsub, "build", "Build a training set: validate, de-duplicate, mix origins, split by problem "
+                    "(no problem in both splits), save a datasets.DatasetDict + JSONL + card that train/grpo.py reads.")
+    b.add_argument("--expert", help="expert-annotated proofs JSONL")
+    b.add_argument("--repaired", help="repaired proofs JSONL (from `proofcheck data repair`)")
+    b.add_argument("--synthetic", type=int, default=0, help="number of synthetic tasks to add")
+    b.add_argument("--mix", default="", help="per-origin weights, e.g. expert=1,repaired=0.5 (2 = twice, 0.5 = half)")
+    b.add_argument("--eval-fraction", type=float, default=0.1, help="share of records held out, whole problems")
+    b.add_argument("--balance", action="store_true", help="down-sample the train split's majority label")
+    b.add_argument("--seed", type=int, default=0, help="seed for sampling and the split")
+    b.add_argument("--out", required=True, help="output folder (dataset/, train.jsonl, eval.jsonl, card.json)")
+    b.set_defaults(handler=_build)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -58,4 +69,21 @@ def _synth(args: argparse.Namespace) -> int:
     write_jsonl_atomic(args.out, tasks)
     n_valid = sum(t["is_correct"] for t in tasks)
     print(f"wrote {len(tasks)} synthetic tasks ({n_valid} valid, {len(tasks) - n_valid} flawed) to {args.out}")
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from proofcheck.data.build import build_dataset, parse_mix
+    from proofcheck.data.loaders import DataError
+
+    try:
+        c = build_dataset(args.out, expert=args.expert, repaired=args.repaired, synthetic=args.synthetic,
+                          mix=parse_mix(args.mix), eval_fraction=args.eval_fraction, balance_labels=args.balance,
+                          seed=args.seed)
+    except (DataError, FileNotFoundError, ValueError) as e:
+        return fail(str(e))
+    for name, s in c["splits"].items():
+        print(f"{name}: {s['n']} records from {s['problems']} problems ({s['label']['valid']} valid, "
+              f"{s['label']['invalid']} invalid), origins {s['origin']}")
+    print(f"duplicates removed: {c['duplicates_removed']}; saved to {args.out}")
     return 0

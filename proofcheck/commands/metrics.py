@@ -9,7 +9,10 @@ from proofcheck.commands._common import add_command, fail, print_json
 
 
 def register(sub: Any) -> None:
-    p = add_command(sub, "metrics", "Compute VerifierBench / ProverBench metrics from saved outputs (no model).")
+    p = add_command(sub, "metrics", "Compute VerifierBench / ProverBench metrics from saved outputs (no model), "
+                    "or recompute a scoring run's summary with --records DIR/records.jsonl.")
+    p.add_argument("--records", help="a scoring run's records.jsonl: recompute its summary.json from the records alone")
+    p.set_defaults(handler=_records)
     msub = p.add_subparsers(dest="metrics_kind", metavar="<kind>")
     v = add_command(msub, "verifier", "Rough/meta TPR, TNR, Balanced F1, first-error-step accuracy, valid rate.")
     v.add_argument("--data", required=True, help="annotated proofs JSONL (VerifierBench format)")
@@ -73,3 +76,16 @@ def _prover(args: argparse.Namespace) -> int:
             "pass_any_sample", "verifier_valid_rate"]
     return _run(lambda: prover_metrics_from_files(args.problems, args.submissions, args.outputs, args.passes),
                 args, f"ProverBench (pessimistic, {args.passes} passes)", keys)
+
+
+def _records(args: argparse.Namespace) -> int:
+    if not args.records:
+        return fail("choose `metrics verifier`, `metrics prover`, or pass --records DIR/records.jsonl")
+    from proofcheck.bench.scoring import summarise_records
+
+    try:
+        summary = summarise_records(args.records)
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        return fail(f"{args.records}: {e}")
+    print_json(summary)
+    return 0

@@ -1,0 +1,150 @@
+"""Build a training set: merge expert + repaired (+ synthetic) proofs, de-duplicate, split by problem.
+
+- Validation: every input goes through the schemas (file:line: field errors).
+- De-duplication: same problem text + same normalised steps (case and whitespace folded).
+- Mix: per-origin weights; 1 keeps every record once, 0.5 a seeded random half, 2 each twice.
+- Split: whole problems go to eval until `eval_fraction` of the records is reached, so no
+  problem is in both train and eval.
+- Balance (optional): the train split's majority label is down-sampled to the minority's size.
+Output: a `datasets.DatasetDict` (train/eval) saved with `save_to_disk`, the same as JSONL,
+and a card (card.json + README.md) with counts by origin, domain, subject and label.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from proofcheck.data.loaders import load_records
+from proofcheck.data.schemas import AnnotatedProof
+from proofcheck.data.synth import make_tasks
+from proofcheck.io import write_json_atomic, write_jsonl_atomic, write_text_atomic
+
+ORIGINS = ("expert", "repaired", "synthetic")
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """`expert=1,repaired=0.5` -> {"expert": 1.0, "repaired": 0.5}; unknown origins are errors."""
+    mix = {o: 1.0 for o in ORIGINS}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or name not in ORIGINS:
+            raise ValueError(f"--mix item {part!r}: expected origin=weight with origin in {', '.join(ORIGINS)}")
+        try:
+            mix[name] = float(value)
+        except ValueError as e:
+            raise ValueError(f"--mix item {part!r}: weight {value!r} is not a number") from e
+        if mix[name] < 0:
+            raise ValueError(f"--mix item {part!r}: weight must be >= 0")
+    return mix
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def dedup_key(p: AnnotatedProof) -> tuple[str, tuple[str, ...]]:
+    return _norm(p.problem), tuple(_norm(s) for s in p.steps)
+
+
+def _weighted(records: list[AnnotatedProof], weight: float, rng: random.Random) -> list[AnnotatedProof]:
+    whole, frac = int(weight), weight - int(weight)
+    out = [r for r in records for _ in range(whole)]
+    if frac:
+        out += rng.sample(records, round(frac * len(records)))
+    return out
+
+
+def split_by_problem(records: list[AnnotatedProof], eval_fraction: float,
+                     rng: random.Random) -> tuple[list[AnnotatedProof], list[AnnotatedProof]]:
+    """Whole problems to eval until `eval_fraction` of the records; the rest to train."""
+    groups: dict[str, list[AnnotatedProof]] = {}
+    for r in records:
+        groups.setdefault(_norm(r.problem), []).append(r)
+    keys = sorted(groups)
+    rng.shuffle(keys)
+    target = eval_fraction * len(records)
+    train, evals = [], []
+    for k in keys:
+        (evals if len(evals) < target and eval_fraction > 0 else train).extend(groups[k])
+    return train, evals
+
+
+def balance(records: list[AnnotatedProof], rng: random.Random) -> list[AnnotatedProof]:
+    pos = [r for r in records if r.gold_is_correct]
+    neg = [r for r in records if not r.gold_is_correct]
+    n = min(len(pos), len(neg))
+    return rng.sample(pos, n) + rng.sample(neg, n) if n else records
+
+
+def card(splits: dict[str, list[AnnotatedProof]], stats: dict[str, Any]) -> dict[str, Any]:
+    def counts(rs: list[AnnotatedProof]) -> dict[str, Any]:
+        return {"n": len(rs), "origin": dict(Counter(r.origin or "expert" for r in rs)),
+                "domain": dict(Counter(r.domain for r in rs)), "subject": dict(Counter(r.subject for r in rs)),
+                "label": {"valid": sum(r.gold_is_correct for r in rs), "invalid": sum(not r.gold_is_correct for r in rs)},
+                "problems": len({_norm(r.problem) for r in rs})}
+
+    return {"splits": {k: counts(v) for k, v in splits.items()}, **stats}
+
+
+def build_dataset(out: str | Path, *, expert: str | None, repaired: str | None = None, synthetic: int = 0,
+                  mix: dict[str, float] | None = None, eval_fraction: float = 0.1, balance_labels: bool = False,
+                  seed: int = 0) -> dict[str, Any]:
+    """Build and save the dataset; returns the card."""
+    if not 0 <= eval_fraction < 1:
+        raise ValueError("--eval-fraction must be in [0, 1)")
+    if not expert and not repaired and synthetic <= 0:
+        raise ValueError("nothing to build: give --expert, --repaired or --synthetic N")
+    mix = mix or parse_mix("")
+    rng = random.Random(seed)
+    pools: dict[str, list[AnnotatedProof]] = {o: [] for o in ORIGINS}
+    for path, origin in ((expert, "expert"), (repaired, "repaired")):
+        if path:
+            for r in load_records(path, "annotated"):
+                pools[r.origin or origin].append(r if r.origin else r.model_copy(update={"origin": origin}))
+    if synthetic > 0:
+        pools["synthetic"] = [AnnotatedProof.model_validate(t) for t in make_tasks(synthetic, seed=seed)]
+    seen, unique, dups = set(), [], 0
+    for origin in ORIGINS:
+        for r in pools[origin]:
+            k = dedup_key(r)
+            if k in seen:
+                dups += 1
+                continue
+            seen.add(k)
+            unique.append(r)
+    train, evals = split_by_problem(unique, eval_fraction, rng)
+    mixed = [r2 for o in ORIGINS for r2 in _weighted([r for r in train if (r.origin or "expert") == o], mix[o], rng)]
+    if balance_labels:
+        mixed = balance(mixed, rng)
+    rng.shuffle(mixed)
+    return save(out, {"train": mixed, "eval": evals},
+                {"duplicates_removed": dups, "mix": mix, "eval_fraction": eval_fraction, "seed": seed,
+                 "balanced": balance_labels, "inputs": {"expert": expert, "repaired": repaired, "synthetic": synthetic}})
+
+
+def save(out: str | Path, splits: dict[str, list[AnnotatedProof]], stats: dict[str, Any]) -> dict[str, Any]:
+    import datasets
+
+    from proofcheck.data.loaders import annotated_to_dataset
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    dd = datasets.DatasetDict({k: annotated_to_dataset(v) for k, v in splits.items() if v})
+    dd.save_to_disk(str(out / "dataset"))
+    for k, v in splits.items():
+        write_jsonl_atomic(out / f"{k}.jsonl", [r.model_dump(mode="json") for r in v])
+    c = card(splits, stats)
+    write_json_atomic(out / "card.json", c)
+    lines = ["# proofcheck training set", "", "| split | records | problems | valid | invalid | origins |",
+             "|---|---|---|---|---|---|"]
+    for k, s in c["splits"].items():
+        lines.append(f"| {k} | {s['n']} | {s['problems']} | {s['label']['valid']} | {s['label']['invalid']} | "
+                     f"{', '.join(f'{o}: {n}' for o, n in s['origin'].items())} |")
+    lines += ["", f"Duplicates removed: {stats['duplicates_removed']}. Mix: {stats['mix']}. Seed: {stats['seed']}.",
+              "No problem appears in both splits. Load with `datasets.load_from_disk('<dir>/dataset')`."]
+    write_text_atomic(out / "README.md", "\n".join(lines) + "\n")
+    return c

@@ -1,0 +1,122 @@
+"""Metric formulas on hand-computed cases (SPEC section 7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from proofcheck.decision import decide, is_decided, vote_counts
+from proofcheck.metrics import ProofTrials, SubmissionPasses, Trial, balanced_f1, prover_metrics, verifier_metrics
+
+
+@pytest.mark.parametrize(
+    ("tpr", "tnr", "f1"),
+    [(1.0, 1.0, 1.0), (1.0, 0.5, 2 / 3), (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), (None, 0.5, None), (0.5, None, None)],
+)
+def test_balanced_f1(tpr, tnr, f1):
+    assert balanced_f1(tpr, tnr) == (pytest.approx(f1) if f1 is not None else None)
+
+
+def T(fes, valid=True, meta=None):
+    return Trial(valid, fes if valid else None, meta)
+
+
+def test_verifier_metrics_hand_computed():
+    proofs = [
+        # correct proof: repeats accept, accept, reject, invalid -> rough 2/4
+        ProofTrials("a", True, -1, "ugd", [T(-1), T(-1), T(1), T(None, valid=False)]),
+        # correct proof: always accepts -> rough 1
+        ProofTrials("b", True, -1, "qe", [T(-1), T(-1)]),
+        # incorrect (first error 2): reject@2, reject@0, accept -> rough 2/3, fes acc 1/3
+        ProofTrials("c", False, 2, "qe", [T(2), T(0), T(-1)]),
+    ]
+    m = verifier_metrics(proofs)
+    assert m["rough_tpr"] == pytest.approx((0.5 + 1.0) / 2)
+    assert m["rough_tnr"] == pytest.approx(2 / 3)
+    assert m["rough_bal_f1"] == pytest.approx(2 * 0.75 * (2 / 3) / (0.75 + 2 / 3))
+    assert m["balanced_accuracy"] == pytest.approx((0.75 + 2 / 3) / 2)
+    # first-error-step accuracy per proof: a 2/4, b 2/2, c 1/3
+    assert m["first_error_step_accuracy"] == pytest.approx((0.5 + 1 + 1 / 3) / 3)
+    assert m["first_error_step_accuracy_incorrect"] == pytest.approx(1 / 3)
+    assert m["verifier_valid_rate"] == pytest.approx(8 / 9)
+    assert "meta_ver_tpr" not in m
+    assert m["splits"]["ugd"]["rough_tnr"] is None and m["splits"]["ugd"]["rough_bal_f1"] is None
+    assert m["splits"]["qe"]["rough_tpr"] == 1.0
+
+
+def test_verifier_meta_metrics_invalid_counts_zero():
+    proofs = [ProofTrials("a", True, -1, "ugd", [T(-1, meta=1.0), T(None, valid=False)]),
+              ProofTrials("b", False, 1, "ugd", [T(1, meta=0.75), T(3, meta=0.5)])]
+    m = verifier_metrics(proofs)
+    assert m["meta_ver_tpr"] == pytest.approx(0.5)
+    assert m["meta_ver_tnr"] == pytest.approx(0.625)
+    assert m["meta_ver_bal_f1"] == pytest.approx(2 * 0.5 * 0.625 / 1.125)
+
+
+def test_rates_both_zero_give_f1_zero():
+    proofs = [ProofTrials("a", True, -1, "ugd", [T(2)]), ProofTrials("b", False, 0, "ugd", [T(-1)])]
+    m = verifier_metrics(proofs)
+    assert m["rough_tpr"] == 0 and m["rough_tnr"] == 0 and m["rough_bal_f1"] == 0.0
+
+
+def test_prover_metrics_hand_computed():
+    problems = {"u1": ("ugd", "algebra"), "u2": ("ugd", "analysis"), "q1": ("qe", "algebra")}
+    A, R, I = "accept", "reject", "invalid"
+    subs = [
+        SubmissionPasses("u1", 0, [A] * 8),          # correct
+        SubmissionPasses("u1", 1, [A] * 7 + [R]),    # one reject: not correct
+        SubmissionPasses("q1", 0, [A] * 7 + [I]),    # invalid pass: not correct
+        SubmissionPasses("q1", 1, [A] * 8),          # correct
+        SubmissionPasses("q1", 2, []),               # failed generation
+    ]
+    m = prover_metrics(problems, subs)
+    # u1: 1/2, u2: no submission -> 0, q1: 1/3
+    assert m["pessimistic"] == pytest.approx((0.5 + 0 + 1 / 3) / 3)
+    assert m["pass_any_sample"] == pytest.approx(2 / 3)
+    assert m["n_problems_without_submission"] == 1
+    assert m["splits"]["ugd"]["pessimistic"] == pytest.approx(0.25)
+    assert m["splits"]["qe"]["pessimistic"] == pytest.approx(1 / 3)
+    assert m["subjects"]["algebra"]["pessimistic"] == pytest.approx((0.5 + 1 / 3) / 2)
+    assert m["verifier_valid_rate"] == pytest.approx(31 / 32)
+
+
+def test_prover_metrics_unknown_problem():
+    with pytest.raises(ValueError, match="unknown problem ids: zz"):
+        prover_metrics({"a": ("ugd", "x")}, [SubmissionPasses("zz", 0, ["accept"])])
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "rule", "decision"),
+    [
+        (["accept"] * 8, "unanimous", "accept"),
+        (["accept"] * 7 + ["reject"], "unanimous", "reject"),
+        (["accept"] * 7 + ["invalid"], "unanimous", "reject"),
+        (["accept"] + ["cancelled"] * 7, "unanimous", "reject"),
+        ([], "unanimous", "reject"),
+        (["accept"] * 5 + ["reject"] * 3, "majority", "accept"),
+        (["accept"] * 4 + ["reject"] * 4, "majority", "reject"),
+        (["accept"] * 4 + ["invalid"] * 4, "majority", "reject"),
+        (["reject"] * 7 + ["accept"], "any", "accept"),
+        (["invalid"] * 8, "any", "reject"),
+    ],
+)
+def test_decide(outcomes, rule, decision):
+    assert decide(outcomes, rule) == decision
+
+
+@pytest.mark.parametrize(
+    ("seen", "total", "rule", "decided"),
+    [(["accept"] * 3, 8, "unanimous", False), (["accept", "invalid"], 8, "unanimous", True),
+     (["accept"] * 8, 8, "unanimous", True), (["accept"] * 5, 8, "majority", True),
+     (["reject"] * 4, 8, "majority", True), (["reject"] * 3, 8, "majority", False),
+     (["accept"], 8, "any", True), (["reject"] * 7, 8, "any", False)],
+)
+def test_is_decided(seen, total, rule, decided):
+    assert is_decided(seen, total, rule) is decided
+
+
+def test_bad_rule_and_outcome():
+    with pytest.raises(ValueError, match="unknown rule"):
+        decide(["accept"], "mostly")
+    with pytest.raises(ValueError, match="unknown pass outcome"):
+        decide(["yes"], "unanimous")
+    assert vote_counts(["accept", "invalid", "invalid"]) == {"accept": 1, "reject": 0, "invalid": 2, "cancelled": 0}
