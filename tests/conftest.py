@@ -56,7 +56,9 @@ class VLLMServer:
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
         cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
-               "--enforce-eager", "--max-model-len", "4096", "--seed", "0", *extra_args]
+               "--enforce-eager", "--max-model-len", "4096", "--seed", "0",
+               # whole prompts in one step: seeded requests crash vLLM-CPU on chunked prefill (serve/offline.py)
+               "--max-num-batched-tokens", "32768", *extra_args]
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.model_name = "tiny"

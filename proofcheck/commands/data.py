@@ -7,7 +7,7 @@ from typing import Any
 
 from proofcheck.commands._common import add_command, fail
 
-KINDS = ("auto", "problem", "annotated", "submission", "output")
+KINDS = ("auto", "problem", "annotated", "submission", "output", "candidate")
 
 
 def register(sub: Any) -> None:
@@ -37,6 +37,72 @@ def register(sub: Any) -> None:
     b.add_argument("--seed", type=int, default=0, help="seed for sampling and the split")
     b.add_argument("--out", required=True, help="output folder (dataset/, train.jsonl, eval.jsonl, card.json)")
     b.set_defaults(handler=_build)
+    se = add_command(dsub, "select", "Uncertainty selection: verify candidates repeatedly with one or more verifiers "
+                     "and keep those whose accept/reject entropy (bits, pooled) is at least --min-entropy.")
+    se.add_argument("--proofs", required=True, help="candidate proofs JSONL (problem fields, proof_id, steps)")
+    se.add_argument("--verifier", action="append", required=True,
+                    help="a verifier: URL (a vLLM server or proofcheck service; URL#model to pick the model) or a "
+                         "local model folder; repeat for several")
+    se.add_argument("--repeats", type=int, default=5, help="verifier runs per proof and verifier")
+    se.add_argument("--min-entropy", type=float, default=0.8, help="keep proofs with pooled entropy >= this")
+    _add_run_args(se)
+    se.set_defaults(handler=_select)
+    rp = add_command(dsub, "repair", "Positive-sample repair: a strong model rewrites expert-rejected proofs from the "
+                     "expert's hint; a rewrite is kept (origin: repaired) only if every pass of every checker accepts.")
+    rp.add_argument("--rejected", required=True, help="expert-annotated proofs JSONL (only flawed ones are used)")
+    rp.add_argument("--repairer", required=True, help="OpenAI-compatible endpoint of the repair model (URL or URL#model)")
+    rp.add_argument("--checker", action="append", required=True, help="a checking verifier (as --verifier); repeatable")
+    rp.add_argument("--passes", type=int, default=8, help="passes per checker; all must accept")
+    _add_run_args(rp)
+    rp.set_defaults(handler=_repair)
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--concurrency", type=int, default=4, help="proofs in flight (raise it against a data-parallel "
+                   "vLLM deployment)")
+    p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per verifier pass")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed")
+    p.add_argument("--api-key-env", help="environment variable holding the endpoints' API key")
+    p.add_argument("--out", required=True, help="run folder (records.jsonl, summary.json, outputs)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    import os
+
+    return os.environ.get(args.api_key_env) if args.api_key_env else None
+
+
+def _select(args: argparse.Namespace) -> int:
+    from proofcheck.data.curate import select
+    from proofcheck.data.loaders import DataError
+    from proofcheck.rundir import RunDirError
+
+    try:
+        s = select(args.proofs, args.verifier, args.out, repeats=args.repeats, min_entropy=args.min_entropy,
+                   concurrency=args.concurrency, max_tokens=args.max_tokens, seed=args.seed, resume=args.resume,
+                   api_key=_api_key(args))
+    except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
+        return fail(str(e))
+    print(f"selected {s['n_selected']} of {s['n_candidates']} proofs (entropy >= {s['min_entropy']}; "
+          f"{s['invalid_outputs']} invalid outputs counted apart) -> {args.out}/selected.jsonl, entropy.png")
+    return 0
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from proofcheck.data.curate import repair
+    from proofcheck.data.loaders import DataError
+    from proofcheck.rundir import RunDirError
+
+    try:
+        s = repair(args.rejected, args.repairer, args.checker, args.out, passes=args.passes,
+                   concurrency=args.concurrency, check_max_tokens=args.max_tokens, seed=args.seed,
+                   resume=args.resume, api_key=_api_key(args))
+    except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
+        return fail(str(e))
+    print(f"{s['n_accepted']} of {s['n_rejected_inputs']} repairs accepted ({s['status_counts']}) -> "
+          f"{args.out}/repaired.jsonl")
+    return 0
 
 
 def _validate(args: argparse.Namespace) -> int:

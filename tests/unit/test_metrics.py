@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from proofcheck.decision import decide, is_decided, vote_counts
-from proofcheck.metrics import ProofTrials, SubmissionPasses, Trial, balanced_f1, prover_metrics, verifier_metrics
+from proofcheck.metrics import (
+    ProofTrials,
+    SubmissionPasses,
+    Trial,
+    balanced_f1,
+    prover_metrics,
+    verifier_metrics,
+)
 
 
 @pytest.mark.parametrize(
@@ -60,11 +67,11 @@ def test_rates_both_zero_give_f1_zero():
 
 def test_prover_metrics_hand_computed():
     problems = {"u1": ("ugd", "algebra"), "u2": ("ugd", "analysis"), "q1": ("qe", "algebra")}
-    A, R, I = "accept", "reject", "invalid"
+    A, R, INV = "accept", "reject", "invalid"
     subs = [
         SubmissionPasses("u1", 0, [A] * 8),          # correct
         SubmissionPasses("u1", 1, [A] * 7 + [R]),    # one reject: not correct
-        SubmissionPasses("q1", 0, [A] * 7 + [I]),    # invalid pass: not correct
+        SubmissionPasses("q1", 0, [A] * 7 + [INV]),    # invalid pass: not correct
         SubmissionPasses("q1", 1, [A] * 8),          # correct
         SubmissionPasses("q1", 2, []),               # failed generation
     ]

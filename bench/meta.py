@@ -1,0 +1,41 @@
+"""Meta-verifier grading of VerifierBench trials (benchmark scale: 1 / 0.75 / 0.5 / 0).
+
+Without a judge the structural grader (step indices) gives the meta level; with a judge the
+hybrid grade min(structural, judge) is used, as in training. A grader failure is recorded
+with `grader_error` and score None: it never becomes a 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proofcheck.reward.grading import GradeItem, Grader
+
+
+def make_trial_grader(judge_endpoint: str | None = None, judge_model: str | None = None,
+                      cache_dir: str | None = None, concurrency: int = 8):
+    """An async `grader(proof, trials) -> [meta dict per trial]` for `score_verifier`."""
+    judge = None
+    if judge_endpoint:
+        from proofcheck.reward.client import JudgeConfig
+
+        judge = JudgeConfig(endpoint=judge_endpoint, model=judge_model or "", cache_dir=cache_dir,
+                            concurrency=concurrency)
+    grader = Grader("hybrid" if judge else "structural", "benchmark", judge)
+
+    async def grade(proof: Any, trials: list[dict]) -> list[dict | None]:
+        items = [GradeItem(proof.problem, list(proof.steps), t.get("text") or "", proof.annotation,
+                           t.get("finish_reason")) for t in trials]
+        results = await grader.grade(items)
+        out: list[dict | None] = []
+        for t, r in zip(trials, results, strict=True):
+            if t.get("error"):  # the pass never produced an answer: nothing to grade, it is invalid
+                out.append({"level": None, "score": 0.0, "valid": False, "grader_error": None})
+            else:
+                d = r.to_dict()
+                out.append({"level": d["level"], "score": d["score"], "valid": d["valid"],
+                            "grader_error": d["grader_error"], "structural_level": d["structural_level"],
+                            "judge_level": d["judge_level"]})
+        return out
+
+    return grade

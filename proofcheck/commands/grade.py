@@ -1,0 +1,103 @@
+"""`proofcheck grade`: meta-verifier grades for saved verifier outputs (structural, judge, hybrid)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from proofcheck.commands._common import add_command, fail, print_json
+
+MODES = ("structural", "judge", "hybrid")
+
+
+def register(sub: Any) -> None:
+    p = add_command(
+        sub, "grade", "Grade saved verifier outputs against the expert annotation (meta-verifier levels).",
+        "Grade each verifier output (EXACT_MATCH / BASIC_MATCH / POOR_MATCH / WRONG_POLARITY) against the "
+        "annotated proofs. Structural grading compares step indices (no model); a judge endpoint adds an LLM "
+        "judge (hybrid: the lower of the two levels). One JSON line per output is appended to --out as it "
+        "goes; a re-run skips outputs already graded and retries earlier grader failures.")
+    p.add_argument("--data", required=True, help="annotated proofs JSONL (VerifierBench format)")
+    p.add_argument("--outputs", required=True, help="verifier outputs JSONL: {proof_id, repeat, text, finish_reason}")
+    p.add_argument("--out", required=True, help="grades JSONL (appended; resumable)")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help="grader; default: hybrid with --judge-endpoint, else structural")
+    p.add_argument("--scale", choices=("training", "benchmark"), default="training",
+                   help="level scores: training 1/0.5/0.25/0, benchmark (AMB metric) 1/0.75/0.5/0")
+    p.add_argument("--judge-endpoint", default=None, help="OpenAI-compatible base URL of the judge, ending in /v1")
+    p.add_argument("--judge-model", default=None, help="model name the judge endpoint serves")
+    p.add_argument("--judge-api-key-env", default=None, help="environment variable holding the judge's API key")
+    p.add_argument("--concurrency", type=int, default=8, help="judge requests in flight at most")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per judge request")
+    p.add_argument("--max-retries", type=int, default=3, help="retries per judgement (5xx, 429, timeouts, garbage)")
+    p.add_argument("--max-tokens", type=int, default=1024, help="judge max_tokens")
+    p.add_argument("--cache-dir", default=None,
+                   help="judge cache directory (sqlite; keyed by model+prompt+sampling); default: none")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    p.set_defaults(handler=_grade)
+
+
+def _build_grader(args: argparse.Namespace) -> Any:
+    from proofcheck.reward.client import JudgeConfig
+    from proofcheck.reward.grading import Grader
+
+    mode = args.mode or ("hybrid" if args.judge_endpoint else "structural")
+    if mode != "structural" and not args.judge_endpoint:
+        raise ValueError(f"--mode {mode} needs a judge: pass --judge-endpoint URL and --judge-model NAME")
+    if args.judge_endpoint and not args.judge_model:
+        raise ValueError("--judge-endpoint needs --judge-model (the name the endpoint serves)")
+    judge = None
+    if mode != "structural":
+        judge = JudgeConfig(endpoint=args.judge_endpoint, model=args.judge_model,
+                            api_key_env=args.judge_api_key_env, concurrency=args.concurrency,
+                            timeout_s=args.timeout, max_retries=args.max_retries,
+                            max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+    return Grader(mode, args.scale, judge)
+
+
+def _print_summary(summary: dict[str, Any], mode: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"Meta-verifier grades ({mode}, {summary['n_outputs']} outputs)")
+    t.add_column("level")
+    t.add_column("count", justify="right")
+    for name, count in summary["levels"].items():
+        t.add_row(name, str(count))
+    mean = summary["mean_score"]
+    t.add_row("mean score", "-" if mean is None else f"{mean:.4f}")
+    t.add_row("grader failures", str(summary["grader_failures"]))
+    for k, v in summary.get("judge", {}).items():
+        if k != "failure_reasons":
+            t.add_row(f"judge {k.replace('_', ' ')}", str(v))
+    Console().print(t)
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from proofcheck.data.loaders import DataError
+    from proofcheck.reward.grading import grade_files
+
+    try:
+        grader = _build_grader(args)
+    except ValueError as e:
+        return fail(str(e))
+    with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  transient=True, console=Console(stderr=True)) as progress:
+        task = progress.add_task("grade", total=None)
+
+        def on_start(total: int, done: int) -> None:
+            progress.update(task, total=total, completed=done)
+
+        try:
+            summary = grade_files(grader, args.data, args.outputs, args.out, on_start=on_start,
+                                  on_result=lambda row: progress.advance(task))
+        except (DataError, FileNotFoundError, ValueError) as e:
+            return fail(str(e))
+    if args.json:
+        print_json(summary)
+    else:
+        _print_summary(summary, grader.mode)
+    return 0

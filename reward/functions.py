@@ -1,0 +1,195 @@
+"""TRL reward functions: `MetaVerifierReward` and `FormatReward` (SPEC section 4).
+
+Both follow TRL's batched signature `fn(completions, **kwargs) -> list[float | None]`, where
+kwargs carry the dataset columns (`annotation` as JSON text or a dict, `n_steps`, `problem`,
+`steps`) and TRL's extras (`prompts`, `completion_ids`, `trainer_state`, `log_extra`,
+`log_metric`). Completions are strings or conversational message lists.
+
+They are picklable callable classes. `MetaVerifierReward(mode="structural")` is synchronous;
+with a judge (`mode="judge" | "hybrid"`) the constructor returns an `AsyncMetaVerifierReward`
+whose `__call__` is `async def`, which TRL's GRPOTrainer gathers with its other async rewards.
+`None` is a grader failure (TRL turns it into NaN and drops it); invalid verifier output is 0.
+Per-level counts, invalid outputs and grader failures go to TRL's `log_metric` when given and
+are always kept in `self.counts`.
+
+Example:
+    >>> from proofcheck.parsing import format_verdict
+    >>> fn = get_reward_function("meta_verifier")
+    >>> fn([format_verdict("bad", [(1, "x")], 1)],
+    ...    annotation=['{"first_fatal_error_step": 1, "recoverable_error_steps": [-1]}'], n_steps=[3])
+    [1.0]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from proofcheck.parsing import parse_verifier_output
+from proofcheck.reward.client import JudgeConfig
+from proofcheck.reward.grading import GradeItem, Grader
+from proofcheck.reward.levels import GradeResult, Level, Scale
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one completion: a string, or the last assistant message's content."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence) and completion:
+        msgs = [m for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+        if msgs:
+            return msgs[-1].get("content") or ""
+    if isinstance(completion, Sequence) and not completion:
+        return ""
+    raise TypeError(f"a completion must be a string or a list of messages, not {type(completion).__name__}")
+
+
+def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
+    values = kwargs.get(name)
+    if values is None:
+        raise ValueError(f"the reward needs the dataset column {name!r}; it was not passed")
+    if len(values) != n:
+        raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
+    return list(values)
+
+
+def _n_steps(kwargs: dict[str, Any], n: int) -> list[int]:
+    if kwargs.get("n_steps") is not None:
+        return [int(x) for x in _column(kwargs, "n_steps", n)]
+    if kwargs.get("steps") is not None:
+        return [len(s) for s in _column(kwargs, "steps", n)]
+    raise ValueError("the reward needs the dataset column 'n_steps' (or 'steps'); neither was passed")
+
+
+class FormatReward:
+    """1.0 when the completion is a valid verifier answer (SPEC section 2), else 0.0."""
+
+    def __init__(self) -> None:
+        self.__name__ = "format"
+        self.counts: Counter = Counter()
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        n_steps = _n_steps(kwargs, len(completions))
+        scores = [1.0 if parse_verifier_output(completion_text(c), k, None).valid else 0.0
+                  for c, k in zip(completions, n_steps, strict=True)]
+        valid = int(sum(scores))
+        self.counts.update({"valid": valid, "invalid": len(scores) - valid})
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            log_metric(f"{self.__name__}/valid_rate", valid / len(scores) if scores else 0.0)
+        return scores
+
+
+class MetaVerifierReward:
+    """The meta-verifier level of each completion as a reward (training scale by default).
+
+    Args:
+        mode: "structural" (step indices), "judge" (LLM judge) or "hybrid" (min of both).
+        scale: "training" (1/0.5/0.25/0) or "benchmark" (1/0.75/0.5/0), or a `Scale`.
+        judge_endpoint, judge_model: the judge's OpenAI-compatible base URL and model name.
+        judge_kwargs: more `JudgeConfig` fields (concurrency, timeout_s, max_retries, cache_dir, ...).
+        name: the name TRL logs the reward under (`rewards/<name>/mean`).
+    """
+
+    def __new__(cls, mode: str = "structural", *args: Any, **kwargs: Any) -> MetaVerifierReward:
+        if cls is MetaVerifierReward and mode in ("judge", "hybrid"):
+            cls = AsyncMetaVerifierReward
+        return super().__new__(cls)
+
+    def __init__(self, mode: str = "structural", scale: str | Scale = "training",
+                 judge_endpoint: str | None = None, judge_model: str | None = None,
+                 name: str = "meta_verifier", **judge_kwargs: Any):
+        judge = None
+        if judge_endpoint is not None or judge_model is not None:
+            if not (judge_endpoint and judge_model):
+                raise ValueError("a judge needs both judge_endpoint and judge_model")
+            judge = JudgeConfig(endpoint=judge_endpoint, model=judge_model, **judge_kwargs)
+        elif judge_kwargs:
+            raise ValueError(f"judge options {sorted(judge_kwargs)} given without a judge_endpoint")
+        if mode in ("judge", "hybrid") and not isinstance(self, AsyncMetaVerifierReward):
+            raise ValueError(f"mode {mode!r} needs AsyncMetaVerifierReward (use MetaVerifierReward(mode=...))")
+        self.grader = Grader(mode, scale, judge)
+        self.mode = mode
+        self.__name__ = name
+        self.counts: Counter = Counter()
+
+    @property
+    def judge_stats(self) -> Any:
+        """The judge's `JudgeStats` (calls, retries, cache hits, failures), or None."""
+        return self.grader.judge.stats if self.grader.judge is not None else None
+
+    def _items(self, completions: list[Any], kwargs: dict[str, Any]) -> list[GradeItem]:
+        n = len(completions)
+        anns = _column(kwargs, "annotation", n)
+        n_steps = _n_steps(kwargs, n)
+        if self.grader.judge is not None:  # the judge reads the proof
+            steps, problems = _column(kwargs, "steps", n), _column(kwargs, "problem", n)
+        else:  # step indices only: the count is all the parser needs
+            steps, problems = [["(step)"] * k for k in n_steps], [""] * n
+        return [GradeItem(problem=p, steps=list(s), text=completion_text(c), annotation=a, finish_reason=None)
+                for c, a, s, p in zip(completions, anns, steps, problems, strict=True)]
+
+    def _finish(self, results: list[GradeResult], log_metric: Callable[[str, float], None] | None
+                ) -> list[float | None]:
+        batch: Counter = Counter()
+        for r in results:
+            key = "grader_failure" if r.grader_error else "invalid" if not r.valid else r.level.name
+            batch[key] += 1
+        self.counts.update(batch)
+        if callable(log_metric):
+            for key in (*[lvl.name for lvl in Level], "invalid", "grader_failure"):
+                log_metric(f"{self.__name__}/count/{key}", float(batch.get(key, 0)))
+        return [r.score for r in results]
+
+    def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        items = self._items(completions, kwargs)
+        return self._finish([self.grader.grade_sync(it) for it in items], kwargs.get("log_metric"))
+
+
+class AsyncMetaVerifierReward(MetaVerifierReward):
+    """`MetaVerifierReward` with a judge: `__call__` is a coroutine (TRL gathers it)."""
+
+    async def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:  # type: ignore[override]
+        items = self._items(completions, kwargs)
+        return self._finish(await self.grader.grade(items), kwargs.get("log_metric"))
+
+    def call_sync(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
+        """Run `__call__` in a fresh event loop (for scripts outside an event loop)."""
+        return asyncio.run(self(completions, **kwargs))
+
+
+REWARD_FUNCTIONS: dict[str, type] = {
+    "meta_verifier": MetaVerifierReward,
+    "format": FormatReward,
+}
+
+
+def get_reward_function(name_or_path: str, **kwargs: Any) -> Callable[..., Any]:
+    """A reward function by registry name or dotted path ("pkg.mod:Attr" or "pkg.mod.Attr").
+
+    Classes are instantiated with `kwargs`; plain functions are returned as they are (then
+    `kwargs` must be empty).
+    """
+    if name_or_path in REWARD_FUNCTIONS:
+        return REWARD_FUNCTIONS[name_or_path](**kwargs)
+    if ":" in name_or_path:
+        module_name, _, attr = name_or_path.partition(":")
+    elif "." in name_or_path:
+        module_name, _, attr = name_or_path.rpartition(".")
+    else:
+        raise ValueError(f"unknown reward function {name_or_path!r}: use one of {', '.join(REWARD_FUNCTIONS)} "
+                         "or a dotted path such as 'package.module:Class'")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"cannot load reward function {name_or_path!r}: {e}") from e
+    if isinstance(obj, type):
+        return obj(**kwargs)
+    if kwargs:
+        raise ValueError(f"{name_or_path!r} is a function; it takes no constructor options {sorted(kwargs)}")
+    if not callable(obj):
+        raise ValueError(f"{name_or_path!r} is not callable")
+    return obj
