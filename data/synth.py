@@ -71,9 +71,8 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
     first = min([s for s in (fatal, recoverable) if s >= 0], default=-1)
     comment = " ".join(f"Step {s}: {t}" for s, t in errors) if errors else "All computations are correct."
     pid = f"synth-{index:05d}"
-    assessment = " ".join(
-        f"Step {i} {'is wrong' if any(s == i for s, _ in errors) else 'checks out'}." for i in range(len(steps))
-    )
+    # short, regular gold answers: a tiny model can learn the format from a few hundred examples
+    assessment = "Every computation is correct." if not errors else f"Step {first} contains an error."
     return {
         "problem_id": pid,
         "problem": problem,

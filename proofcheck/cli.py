@@ -16,6 +16,8 @@ COMMANDS: tuple[str, ...] = (
     "proofcheck.commands.data",
     "proofcheck.commands.metrics",
     "proofcheck.commands.grade",
+    "proofcheck.commands.score",
+    "proofcheck.commands.serve",
     "proofcheck.commands.model",
     "proofcheck.commands.bench",
     "proofcheck.commands.annotate",

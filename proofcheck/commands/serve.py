@@ -1,0 +1,183 @@
+"""`proofcheck serve` (the HTTP verification service) and `proofcheck verify` (one proof, k passes).
+
+Only argparse here; the handlers import vLLM / FastAPI / httpx when they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from proofcheck.commands._common import add_command, fail, print_json
+
+RULE_CHOICES = ("unanimous", "majority", "any")
+
+
+def _add_verify_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--passes", type=int, default=8, help="verifier passes per proof (k)")
+    p.add_argument("--rule", choices=RULE_CHOICES, default="unanimous",
+                   help="decision rule: unanimous = accept iff all k passes are valid accepts")
+    p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per pass")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the passes")
+
+
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lora", metavar="NAME=PATH", help="serve a peft LoRA adapter on top of --model (vLLM "
+                   "enable_lora); requests use it by default")
+    p.add_argument("--served-model-name", help="name of the base model in responses (default: the path)")
+    p.add_argument("--max-model-len", type=int, default=4096, help="vLLM max_model_len")
+    p.add_argument("--tensor-parallel-size", type=int, help="vLLM tensor parallelism (GPUs per replica)")
+    p.add_argument("--data-parallel-size", type=int, help="vLLM data parallelism (engine replicas)")
+    p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="any vLLM engine argument, repeatable (VALUE parsed as JSON when it is), "
+                        "e.g. --engine-arg gpu_memory_utilization=0.9")
+
+
+def register(sub: Any) -> None:
+    s = add_command(sub, "serve", "Serve the verifier over HTTP: POST /v1/verify (k passes, pessimistic decision), "
+                    "POST /v1/verify/batch, GET /health, GET /metrics.")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="model folder or hub id served by vLLM in-process")
+    src.add_argument("--endpoint", help="front a running vLLM OpenAI-compatible server instead (base URL)")
+    s.add_argument("--endpoint-model", help="model name on --endpoint (default: the first it lists)")
+    s.add_argument("--endpoint-api-key-env", metavar="VAR", help="env var holding --endpoint's API key")
+    _add_engine_options(s)
+    _add_verify_options(s)
+    s.add_argument("--host", default="127.0.0.1", help="bind address (use 0.0.0.0 deliberately)")
+    s.add_argument("--port", type=int, default=8000, help="port")
+    s.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on /v1/")
+    s.add_argument("--max-queue", type=int, default=64, help="verifications in flight before answering 429")
+    s.add_argument("--max-proof-chars", type=int, default=100_000, help="larger proofs get 413")
+    s.add_argument("--drain-timeout", type=float, default=600.0, help="seconds to finish in-flight work on shutdown")
+    s.add_argument("--seed", type=int, default=0, help="engine seed")
+    s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    s.set_defaults(handler=_serve)
+
+    v = add_command(sub, "verify", "Verify one proof with k passes and print the decision, votes and first error.")
+    vsrc = v.add_mutually_exclusive_group(required=True)
+    vsrc.add_argument("--endpoint", help="our service (`proofcheck serve`) or a vLLM OpenAI-compatible server")
+    vsrc.add_argument("--model", help="model folder served in-process by vLLM for this one call")
+    v.add_argument("--endpoint-model", help="model name on a vLLM --endpoint (default: the first it lists)")
+    v.add_argument("--api-key-env", metavar="VAR", help="env var holding the endpoint's API key")
+    v.add_argument("--problem", required=True, help="problem text, or @FILE")
+    v.add_argument("--proof", required=True, help="proof text (steps in <step> tags or blank-line paragraphs), or @FILE")
+    v.add_argument("--reference", help="reference solution text, or @FILE")
+    v.add_argument("--all-passes", action="store_true", help="no early reject: run all k passes")
+    v.add_argument("--seed", type=int, help="sampling seed")
+    v.add_argument("--lora", metavar="NAME=PATH", help="with --model: apply this LoRA adapter")
+    v.add_argument("--json", action="store_true", help="print the full result as JSON")
+    _add_verify_options(v)
+    v.set_defaults(handler=_verify)
+
+
+def _text(value: str | None, flag: str) -> str | None:
+    if value is None or not value.startswith("@"):
+        return value
+    path = Path(value[1:])
+    if not path.is_file():
+        raise ValueError(f"{flag} {value}: file {path} not found")
+    return path.read_text(encoding="utf-8")
+
+
+def _key(var: str | None, flag: str) -> str | None:
+    if var is None:
+        return None
+    key = os.environ.get(var, "")
+    if not key:
+        raise ValueError(f"{flag} {var}: the environment variable {var} is unset or empty")
+    return key
+
+
+def _lora(value: str | None) -> tuple[str, str] | None:
+    from proofcheck.serve.server import parse_key_value
+
+    return None if value is None else parse_key_value(value, "--lora")
+
+
+def _engine_args(args: argparse.Namespace) -> dict[str, Any]:
+    from proofcheck.serve.server import parse_engine_args
+
+    out = parse_engine_args(getattr(args, "engine_arg", []) or [])
+    for name in ("tensor_parallel_size", "data_parallel_size"):
+        if getattr(args, name, None) is not None:
+            out[name] = getattr(args, name)
+    return out
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from proofcheck.serve.server import ServeConfig, run_server
+
+    try:
+        cfg = ServeConfig(model=args.model, served_model_name=args.served_model_name, lora=_lora(args.lora),
+                          endpoint=args.endpoint, endpoint_model=args.endpoint_model,
+                          endpoint_api_key=_key(args.endpoint_api_key_env, "--endpoint-api-key-env"),
+                          passes=args.passes, rule=args.rule, temperature=args.temperature,
+                          max_tokens=args.max_tokens, max_model_len=args.max_model_len, seed=args.seed,
+                          host=args.host, port=args.port, api_key=_key(args.api_key_env, "--api-key-env"),
+                          max_queue=args.max_queue, max_proof_chars=args.max_proof_chars,
+                          drain_timeout_s=args.drain_timeout, engine_args=_engine_args(args),
+                          log_level=args.log_level)
+    except ValueError as e:
+        return fail(str(e))
+    run_server(cfg)
+    return 0
+
+
+def _first_error(result: Any, steps: list[str]) -> str | None:
+    """The most voted first error step and one verifier's reason for it."""
+    from proofcheck.parsing import parse_verifier_output
+
+    votes = {k: v for k, v in result.first_error_step_votes.items() if k != "-1"}
+    if not votes:
+        return None
+    step = int(max(votes, key=lambda k: (votes[k], -int(k))))
+    for p in result.passes:
+        if p.status == "valid" and p.first_error_step == step:
+            v = parse_verifier_output(p.text, len(steps), p.finish_reason).verdict
+            item = next((e.text for e in (v.errors if v else ()) if e.step == step), "")
+            return f"step {step} ({votes[str(step)]} vote(s)): {item}".rstrip(": ")
+    return f"step {step}"
+
+
+def _verify(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from proofcheck.protocol import ProofFormatError, split_steps
+    from proofcheck.serve.client import VerifyAPIError
+    from proofcheck.serve.verifier import make_verifier
+
+    try:
+        problem, proof = _text(args.problem, "--problem"), _text(args.proof, "--proof")
+        reference = _text(args.reference, "--reference")
+        steps = split_steps(proof or "")
+        api_key = _key(args.api_key_env, "--api-key-env")
+    except (ValueError, ProofFormatError) as e:
+        return fail(str(e))
+
+    if args.model:  # in-process vLLM: keep its logs off stdout, which carries the result (--json)
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+
+    async def run() -> Any:
+        verifier = make_verifier(endpoint=args.endpoint, model=args.endpoint_model if args.endpoint else args.model,
+                                 api_key=api_key, passes=args.passes, rule=args.rule, temperature=args.temperature,
+                                 max_tokens=args.max_tokens, lora=_lora(args.lora))
+        try:
+            return await verifier.verify(problem or "", steps, reference, all_passes=args.all_passes, seed=args.seed)
+        finally:
+            await verifier.aclose()
+
+    try:
+        result = asyncio.run(run())
+    except (ValueError, VerifyAPIError) as e:
+        return fail(str(e))
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    votes = ", ".join(f"{k} {v}" for k, v in result.votes.items())
+    print(f"decision: {result.decision} ({result.rule}, {len(result.passes)} passes)")
+    print(f"votes: {votes}")
+    print(f"first error: {_first_error(result, steps) or 'none'}")
+    print(f"tokens: {result.completion_tokens} completion, {result.prompt_tokens} prompt; {result.latency_s:.2f} s")
+    return 0

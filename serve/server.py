@@ -1,0 +1,152 @@
+"""Start the verification service: build the engine and service once, then run uvicorn.
+
+`proofcheck serve` parses its flags (proofcheck/commands/serve.py) and calls `run_server`.
+The engine is vLLM in-process (`--model`, optional `--lora name=path`, engine arguments passed
+through) or a remote vLLM OpenAI-compatible server (`--endpoint` + `--endpoint-model`).
+Shutdown (SIGINT/SIGTERM) is graceful: uvicorn stops accepting connections and waits for the
+open requests, then the app's lifespan drains the service and closes the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from proofcheck.serve.verifier import DEFAULT_PASSES, DEFAULT_RULE
+
+
+def parse_key_value(item: str, flag: str) -> tuple[str, str]:
+    """`NAME=VALUE` -> (NAME, VALUE); a ValueError naming the flag otherwise."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise ValueError(f"{flag} expects NAME=VALUE, got {item!r}")
+    return key.strip(), value.strip()
+
+
+def parse_engine_args(items: list[str]) -> dict[str, Any]:
+    """`--engine-arg KEY=VALUE` items -> vLLM engine kwargs (VALUE read as JSON when it parses)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, value = parse_key_value(item, "--engine-arg")
+        try:
+            out[key.replace("-", "_")] = json.loads(value)
+        except ValueError:
+            out[key.replace("-", "_")] = value
+    return out
+
+
+@dataclass
+class ServeConfig:
+    """Everything `proofcheck serve` needs; see `proofcheck serve --help` for each field."""
+
+    model: str | None = None
+    served_model_name: str | None = None
+    lora: tuple[str, str] | None = None
+    endpoint: str | None = None
+    endpoint_model: str | None = None
+    endpoint_api_key: str | None = None
+    passes: int = DEFAULT_PASSES
+    rule: str = DEFAULT_RULE
+    temperature: float = 1.0
+    max_tokens: int = 1024
+    max_model_len: int = 4096
+    seed: int = 0
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    max_queue: int = 64
+    max_proof_chars: int = 100_000
+    drain_timeout_s: float = 600.0
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.endpoint is None):
+            raise ValueError("give --model PATH (start vLLM in-process) or --endpoint URL (front a vLLM server)")
+        if self.endpoint is not None and (self.lora or self.engine_args):
+            raise ValueError("--lora and engine arguments apply to an in-process engine; with --endpoint, start "
+                             "the vLLM server with --enable-lora --lora-modules NAME=PATH and pass --endpoint-model")
+
+
+def build_service(cfg: ServeConfig) -> Any:
+    """The engine, verifier and service for `cfg` (heavy imports happen here)."""
+    from proofcheck.serve.service import VerificationService
+    from proofcheck.serve.verifier import Verifier, first_model
+
+    if cfg.endpoint is not None:
+        from proofcheck.serve.engines import RemoteEngine
+
+        name = cfg.endpoint_model or first_model(cfg.endpoint, api_key=cfg.endpoint_api_key)
+        engine: Any = RemoteEngine(cfg.endpoint, name, api_key=cfg.endpoint_api_key)
+        kind, names, default = "remote", [name], name
+    else:
+        from proofcheck.serve.inprocess import InProcessEngine
+
+        engine = InProcessEngine(cfg.model or "", lora=cfg.lora, seed=cfg.seed, max_model_len=cfg.max_model_len,
+                                 served_name=cfg.served_model_name, **cfg.engine_args)
+        kind, names, default = "in-process", engine.model_names(), engine.default_model
+    verifier = Verifier(engine, passes=cfg.passes, rule=cfg.rule, temperature=cfg.temperature,
+                        max_tokens=cfg.max_tokens, model=default)
+    return VerificationService(verifier, engine_kind=kind, model_names=names, max_queue=cfg.max_queue,
+                               max_proof_chars=cfg.max_proof_chars, max_tokens=cfg.max_tokens)
+
+
+class ServerThread:
+    """Run an app with uvicorn in a background thread on 127.0.0.1 (tests, benchmarks).
+
+    `stop()` asks uvicorn to exit the way a signal does (graceful: open requests finish, then
+    the lifespan drains the service) and joins the thread.
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0):
+        import uvicorn
+
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                                     timeout_graceful_shutdown=60))
+        self.host = host
+        self.port = port
+        self._thread: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> ServerThread:
+        import threading
+        import time
+
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the service thread did not start")
+            time.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def stop(self, timeout_s: float = 120.0) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def run_server(cfg: ServeConfig) -> None:
+    """Build everything once, then serve until SIGINT/SIGTERM (graceful)."""
+    import uvicorn
+
+    from proofcheck.serve.app import create_app
+
+    service = build_service(cfg)
+    app = create_app(service, api_key=cfg.api_key, drain_timeout_s=cfg.drain_timeout_s)
+    print(f"proofcheck serve: {service.engine_kind} engine, model {service.default_model}, "
+          f"{cfg.passes} passes ({cfg.rule}) on http://{cfg.host}:{cfg.port}", flush=True)
+    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,
+                timeout_graceful_shutdown=int(cfg.drain_timeout_s))

@@ -1,0 +1,204 @@
+"""The k-pass verification core on top of a pass engine, and the one entry point other parts use.
+
+`Verifier.verify(problem, steps, ...)` builds the verifier prompt (core protocol), asks the
+engine for k passes in ONE request, parses each pass with the core parser as it finishes and,
+once the decision is fixed (`proofcheck.decision.is_decided`: under `unanimous`, the first pass
+that rejects or is invalid), lets the engine stop the others (early reject). The result is the
+core's `VerificationResult`; cancelled passes keep the tokens they had generated, so
+`completion_tokens` is what was really spent.
+
+`make_verifier(endpoint=..., model=...)` is what bench/ and data/ call: it returns an object with
+`async verify(problem, steps, reference=None, passes=8, rule="unanimous", all_passes=False,
+seed=None) -> VerificationResult`, talking to our `/v1/verify` service or to a plain vLLM
+OpenAI-compatible server (detected with `GET /health`), or to an in-process engine (`model=` a path).
+
+Example:
+    >>> v = make_verifier(endpoint="http://127.0.0.1:8000/v1", model="tiny")  # doctest: +SKIP
+    >>> r = asyncio.run(v.verify("Prove 1+1=2.", ["1+1=2 by definition."]))  # doctest: +SKIP
+    >>> r.decision, r.votes  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from proofcheck.decision import RULES, is_decided
+from proofcheck.protocol import verifier_messages
+from proofcheck.serve.engines import (
+    Generation,
+    PassEngine,
+    PassOutput,
+    RemoteEngine,
+    RetryPolicy,
+    StopWhen,
+    endpoint_root,
+)
+from proofcheck.verification import PassResult, VerificationResult, parse_pass, summarise
+
+SERVICE_NAME = "proofcheck-verify"
+DEFAULT_PASSES = 8
+DEFAULT_RULE = "unanimous"
+
+
+def _parse(p: PassOutput, n_steps: int) -> PassResult:
+    """Core parse of one engine output; an unfinished, non-cancelled output is an engine error."""
+    if p.cancelled:
+        return PassResult("cancelled", text=p.text, completion_tokens=p.completion_tokens)
+    error = p.error
+    if error is None and p.finish_reason is None:
+        error = "the engine returned an unfinished generation"
+    return parse_pass(p.text, n_steps, p.finish_reason, p.completion_tokens, error=error)
+
+
+def stop_rule(n_steps: int, n: int, rule: str) -> StopWhen:
+    """`stop_when` callback: parse the finished passes and ask the core whether the decision is fixed."""
+    def stop_when(finished: list[PassOutput]) -> bool:
+        return is_decided([_parse(p, n_steps).outcome for p in finished], n, rule)
+    return stop_when
+
+
+def assemble(gen: Generation, n_steps: int, rule: str, latency_s: float) -> VerificationResult:
+    """The core result for one generation: every pass parsed (or cancelled), decided by `rule`."""
+    return summarise([_parse(p, n_steps) for p in gen.passes], rule, gen.prompt_tokens, latency_s)
+
+
+def check_request(steps: list[str], passes: int, rule: str) -> None:
+    """Raise ValueError (naming the field) for arguments no engine should see."""
+    if rule not in RULES:
+        raise ValueError(f"rule: unknown rule {rule!r}; choose one of {', '.join(RULES)}")
+    if passes < 1:
+        raise ValueError(f"passes: must be >= 1, got {passes}")
+    if not steps or not all(isinstance(s, str) and s.strip() for s in steps):
+        raise ValueError("steps: the proof needs at least one step and every step must be non-empty text")
+
+
+class Verifier:
+    """k-pass pessimistic verification over any `PassEngine` (in-process or remote)."""
+
+    def __init__(self, engine: PassEngine, *, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
+                 temperature: float = 1.0, max_tokens: int = 1024, model: str | None = None):
+        check_request(["x"], passes, rule)
+        self.engine = engine
+        self.passes = passes
+        self.rule = rule
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.model = model
+
+    async def verify(self, problem: str, steps: list[str], reference: str | None = None, passes: int | None = None,
+                     rule: str | None = None, all_passes: bool = False, seed: int | None = None,
+                     model: str | None = None, max_tokens: int | None = None) -> VerificationResult:
+        """Verify one stepped proof; `all_passes=True` turns early stopping off."""
+        k = passes or self.passes
+        rule = rule or self.rule
+        check_request(steps, k, rule)
+        t0 = time.perf_counter()
+        gen = await self.engine.verify_passes(
+            verifier_messages(problem, steps, reference), k, temperature=self.temperature,
+            max_tokens=max_tokens or self.max_tokens, seed=seed,
+            stop_when=None if all_passes else stop_rule(len(steps), k, rule), model=model or self.model)
+        return assemble(gen, len(steps), rule, time.perf_counter() - t0)
+
+    async def aclose(self) -> None:
+        await self.engine.aclose()
+
+
+class ServiceVerifier:
+    """The same `verify` interface over our HTTP service (`POST /v1/verify`).
+
+    A service that stays unreachable after the client's bounded retries yields a result whose
+    passes are all invalid with `error` set, decided by the rule: never an accept.
+    """
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
+                 retry: RetryPolicy | None = None, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
+                 model: str | None = None):
+        from proofcheck.serve.client import AsyncVerifyClient
+
+        self.client = AsyncVerifyClient(url, api_key=api_key, timeout_s=timeout_s, retry=retry)
+        self.passes, self.rule, self.model = passes, rule, model
+
+    async def verify(self, problem: str, steps: list[str], reference: str | None = None, passes: int | None = None,
+                     rule: str | None = None, all_passes: bool = False, seed: int | None = None,
+                     model: str | None = None, max_tokens: int | None = None) -> VerificationResult:
+        from proofcheck.serve.client import VerifyAPIError, result_from_response
+
+        k, rule = passes or self.passes, rule or self.rule
+        check_request(steps, k, rule)
+        t0 = time.perf_counter()
+        try:
+            body = await self.client.verify(problem, steps=steps, reference_solution=reference, passes=k, rule=rule,
+                                            all_passes=all_passes, seed=seed, model=model or self.model,
+                                            max_tokens=max_tokens)
+        except VerifyAPIError as e:
+            if e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429):
+                raise  # our request was wrong: say so rather than record a verdict
+            failed = [parse_pass("", len(steps), None, error=str(e)) for _ in range(k)]
+            return summarise(failed, rule, latency_s=time.perf_counter() - t0)
+        return result_from_response(body)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def detect_endpoint(url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> str:
+    """"service" when `GET /health` answers our JSON, else "vllm" (a plain OpenAI-compatible server)."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        r = httpx.get(endpoint_root(url) + "/health", timeout=timeout_s, headers=headers)
+        if r.status_code == 200 and r.headers.get("content-type", "").startswith("application/json") \
+                and r.json().get("service") == SERVICE_NAME:
+            return "service"
+    except (httpx.HTTPError, ValueError, AttributeError):
+        pass
+    return "vllm"
+
+
+def first_model(url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> str:
+    """The first model id a vLLM server lists (`GET /v1/models`), for when none was named."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        r = httpx.get(endpoint_root(url) + "/v1/models", timeout=timeout_s, headers=headers)
+        r.raise_for_status()
+        return str(r.json()["data"][0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError) as e:
+        raise ValueError(f"--endpoint-model not given and {url}/models did not list a model ({e}); "
+                         "name the served model with --endpoint-model") from e
+
+
+def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind: str = "auto",
+                  api_key: str | None = None, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
+                  temperature: float = 1.0, max_tokens: int = 1024, timeout_s: float = 600.0,
+                  retry: RetryPolicy | None = None, lora: tuple[str, str] | None = None,
+                  **engine_args: Any) -> Verifier | ServiceVerifier:
+    """The one entry point: a verifier over our service, a vLLM server, or an in-process engine.
+
+    - `endpoint` is our service (detected by `GET /health`, or `kind="service"`): `model` picks
+      the served model/adapter (optional);
+    - `endpoint` is a vLLM OpenAI-compatible server (`kind="vllm"`): `model` is the served model
+      name (default: the first one it lists);
+    - no `endpoint`: `model` is a local path served in-process by vLLM's AsyncLLM (`lora`,
+      `engine_args` go to the engine).
+    """
+    if endpoint is None:
+        if not model:
+            raise ValueError("make_verifier needs endpoint=URL or model=PATH")
+        from proofcheck.serve.inprocess import InProcessEngine
+
+        return Verifier(InProcessEngine(model, lora=lora, **engine_args), passes=passes, rule=rule,
+                        temperature=temperature, max_tokens=max_tokens)
+    if kind == "auto":
+        kind = detect_endpoint(endpoint, api_key=api_key)
+    if kind == "service":
+        return ServiceVerifier(endpoint_root(endpoint), api_key=api_key, timeout_s=timeout_s, retry=retry,
+                               passes=passes, rule=rule, model=model)
+    if kind != "vllm":
+        raise ValueError(f"kind: expected auto, service or vllm, got {kind!r}")
+    name = model or first_model(endpoint, api_key=api_key)
+    engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry)
+    return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens)
