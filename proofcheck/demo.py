@@ -1,16 +1,27 @@
-"""`proofcheck demo`: the embedded default, end to end on CPU with the tiny local model.
+"""`proofcheck demo`: the whole pipeline on CPU with the tiny local model and the shipped data.
 
-Stages (each timed; a failed stage says which and why):
-  1. build the tiny model (reused when already built);
+Stages (each timed; a failed stage says which and why; a re-run reuses what is built):
+  1. build the tiny model (random weights, local tokenizer);
   2. validate the shipped sample data;
-  3. verify a few sample proofs with 8 passes each (in-process vLLM, one n=8 request per proof);
-  4. print each decision and the VerifierBench metrics of those passes.
+  3. build a training set: shipped expert samples + synthetic tasks, split by problem;
+  4. supervised warm-up (TRL SFTTrainer) on synthetic gold verifications: a random model never
+     writes a parsable verdict, so GRPO alone would see only zero rewards;
+  5. held-out evaluation BEFORE GRPO (synthetic tasks, k passes, fixed seed);
+  6. GRPO with TRL (vLLM colocate, meta-verifier reward), `train/grpo.py` in a subprocess;
+  7. the same held-out evaluation AFTER GRPO, and a reward-per-step plot;
+  8. serve the trained model (`proofcheck serve`), score the shipped submissions with 8-pass
+     unanimity and evaluate the verifier on the shipped annotated proofs; stop the service.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +29,52 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
+REPO = Path(__file__).resolve().parents[1]
 
 
 class StageFailed(RuntimeError):
     """A demo stage failed; the message names the stage."""
 
 
-def run_stage(name: str, fn: Callable[[], Any]) -> Any:
-    """Run one stage with a spinner, print its time, and name it if it fails."""
+@dataclass
+class DemoConfig:
+    """Sizes of the demo; the defaults finish in minutes on a 2-core CPU machine."""
+
+    workdir: Path = Path("runs/demo")
+    seed: int = 0
+    synthetic: int = 160          # synthetic tasks in the training set
+    sft_tasks: int = 512
+    sft_steps: int = 120
+    grpo_steps: int = 30
+    eval_tasks: int = 24          # held-out synthetic tasks for the before/after measurement
+    eval_passes: int = 4
+    passes: int = 8               # verification passes when scoring
+    repeats: int = 2              # verifier repeats per annotated proof
+    max_tokens: int = 96
+
+
+def run_stage(name: str, fn: Callable[[], Any], timings: dict[str, float]) -> Any:
+    """Run one stage, print its time, and name it if it fails."""
+    console.rule(f"[bold]{name}")
     t0 = time.perf_counter()
-    with console.status(f"[bold]{name}[/bold] ..."):
-        try:
-            result = fn()
-        except Exception as e:
-            raise StageFailed(f"stage '{name}' failed: {type(e).__name__}: {e}") from e
-    console.print(f"[green]done[/green] {name} ({time.perf_counter() - t0:.1f} s)")
+    try:
+        result = fn()
+    except Exception as e:
+        raise StageFailed(f"stage '{name}' failed: {type(e).__name__}: {e}") from e
+    timings[name] = time.perf_counter() - t0
+    console.print(f"[green]done[/green] {name} ({timings[name]:.1f} s)")
     return result
+
+
+def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+    """Run a subprocess with its output in `log` (tail shown on failure)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                              cwd=REPO)
+    if proc.returncode != 0:
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {proc.returncode}; log {log}:\n{tail}")
 
 
 def _validate_samples() -> dict[str, list]:
@@ -46,58 +87,191 @@ def _validate_samples() -> dict[str, list]:
     return out
 
 
-def _pick(proofs: list, k: int) -> list:
-    good = [p for p in proofs if p.gold_is_correct][: k // 2]
-    bad = [p for p in proofs if not p.gold_is_correct][: k - len(good)]
-    return good + bad
+def _build_dataset(cfg: DemoConfig) -> Path:
+    from proofcheck.data.build import build_dataset
+    from proofcheck.data.loaders import SAMPLES_DIR
+
+    out = cfg.workdir / "dataset"
+    if not (out / "card.json").is_file():
+        build_dataset(out, expert=str(SAMPLES_DIR / "annotated.jsonl"), synthetic=cfg.synthetic,
+                      eval_fraction=0.1, seed=cfg.seed)
+    card = json.loads((out / "card.json").read_text())
+    for split, s in card["splits"].items():
+        console.print(f"  {split}: {s['n']} proofs from {s['problems']} problems, origins {s['origin']}")
+    return out
 
 
-def _verify(model_dir: Path, proofs: list, passes: int, seed: int, max_tokens: int) -> list:
-    from proofcheck.protocol import verifier_messages
-    from proofcheck.serve.offline import OfflineEngine
-    from proofcheck.verification import parse_pass, summarise
-
-    engine = OfflineEngine(str(model_dir), seed=seed)
-    convs = [verifier_messages(p.problem, p.steps, p.reference_solution) for p in proofs]
-    outs = engine.generate(convs, n=passes, max_tokens=max_tokens, seed=seed)
-    return [summarise([parse_pass(c.text, len(p.steps), c.finish_reason, c.completion_tokens) for c in cs],
-                      "unanimous") for p, cs in zip(proofs, outs, strict=True)]
+def _sft(cfg: DemoConfig, base: Path) -> Path:
+    out = cfg.workdir / "sft"
+    if not (out / "config.json").is_file():
+        _run([sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(out),
+              "--tasks", str(cfg.sft_tasks), "--steps", str(cfg.sft_steps), "--seed", str(cfg.seed)],
+             cfg.workdir / "logs" / "sft.log")
+    return out
 
 
-def _report(proofs: list, results: list) -> dict:
-    from proofcheck.metrics import ProofTrials, Trial, verifier_metrics
+def _evaluate(cfg: DemoConfig, model_dir: Path, name: str) -> dict[str, Any]:
+    """k-pass held-out evaluation on synthetic tasks (same tasks, same seed for every model)."""
+    cache = cfg.workdir / f"eval_{name}.json"
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    t = Table(title="8-pass unanimous verification (tiny untrained model: expect noise)")
-    for col in ("proof", "gold", "decision", "accept", "reject", "invalid", "top invalid reason"):
-        t.add_column(col)
-    items = []
-    for p, r in zip(proofs, results, strict=True):
-        reasons = [x.invalid_reason for x in r.passes if x.invalid_reason]
-        top = max(set(reasons), key=reasons.count) if reasons else "-"
-        t.add_row(p.proof_id, "valid" if p.gold_is_correct else f"error@{p.gold_first_error_step}", r.decision,
-                  str(r.votes["accept"]), str(r.votes["reject"]), str(r.votes["invalid"]), top)
-        items.append(ProofTrials(p.proof_id, p.gold_is_correct, p.gold_first_error_step, p.domain,
-                                 [Trial(x.status == "valid", x.first_error_step) for x in r.passes]))
+    from proofcheck.io import write_json_atomic
+    from proofcheck.train.callbacks import eval_metrics, verify_rows
+    from proofcheck.train.data import add_prompts, synthetic_rows
+
+    rows = add_prompts(synthetic_rows(cfg.eval_tasks, seed=cfg.seed + 7919), with_reference=True)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    metrics = eval_metrics(verify_rows(model, tok, rows, passes=cfg.eval_passes, max_new_tokens=cfg.max_tokens,
+                                       temperature=1.0, batch_size=8, seed=cfg.seed))
+    write_json_atomic(cache, metrics)
+    return metrics
+
+
+def _grpo(cfg: DemoConfig, sft: Path, dataset: Path) -> Path:
+    out = cfg.workdir / "grpo"
+    if not (out / "run_summary.json").is_file():
+        _run([sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(REPO / "configs/grpo/tiny-cpu.yaml"),
+              "--model_name_or_path", str(sft), "--output_dir", str(out), "--expert_files", str(dataset),
+              "--synthetic_count", "0", "--mix_ratios", "1", "0", "0", "--max_steps", str(cfg.grpo_steps),
+              "--eval_every_steps", "0", "--max_completion_length", str(cfg.max_tokens), "--save_steps",
+              str(cfg.grpo_steps), "--seed", str(cfg.seed)],
+             cfg.workdir / "logs" / "grpo.log")
+    summary = json.loads((out / "run_summary.json").read_text())
+    _reward_plot(summary, cfg.workdir / "reward_per_step.png")
+    return Path(summary["saved"]["merged"])
+
+
+def _reward_plot(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in summary["rewards"]]
+    rewards = [r["reward"] for r in summary["rewards"]]
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    ax.plot(steps, rewards, marker=".", color="#4c72b0")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("mean reward (weighted)")
+    ax.set_title("Training reward per step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _learning_table(evals: dict[str, dict[str, Any]]) -> None:
+    t = Table(title="Learning signal: held-out synthetic tasks (same tasks, same seed)")
+    t.add_column("model")
+    keys = ("reward_mean", "valid_rate", "rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy")
+    for k in keys:
+        t.add_column(k, justify="right")
+    for name, m in evals.items():
+        t.add_row(name, *["-" if m.get(k) is None else f"{m[k]:.3f}" for k in keys])
     console.print(t)
-    m = verifier_metrics(items)
-    keys = ("rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy", "first_error_step_accuracy",
-            "verifier_valid_rate")
-    console.print("metrics: " + ", ".join(f"{k}={'-' if m[k] is None else f'{m[k]:.3f}'}" for k in keys))
-    return m
 
 
-def run_demo(workdir: str | Path = "runs/demo", *, n_proofs: int = 6, passes: int = 8, seed: int = 0,
-             max_tokens: int = 256) -> dict:
-    """Run the demo stages; returns the metrics of the verification stage."""
+def _serve_and_score(cfg: DemoConfig, model: Path) -> dict[str, Any]:
+    """Start `proofcheck serve` on the trained model, score with it, stop it."""
+    import httpx
+
+    from proofcheck.bench.meta import make_trial_grader
+    from proofcheck.bench.scoring import score_prover, score_verifier
+    from proofcheck.data.loaders import SAMPLES_DIR
+    from proofcheck.serve.verifier import make_verifier
+
+    port = _free_port()
+    log = cfg.workdir / "logs" / "serve.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "proofcheck.cli", "serve", "--model", str(model),
+                                 "--port", str(port), "--passes", str(cfg.passes), "--max-tokens",
+                                 str(cfg.max_tokens)], stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"proofcheck serve exited with {proc.returncode}; see {log}")
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"proofcheck serve not ready after 300 s; see {log}")
+            time.sleep(1)
+        console.print(f"  verification service up at {url} (log {log})")
+        prover = score_prover(str(SAMPLES_DIR / "problems.jsonl"), str(SAMPLES_DIR / "submissions.jsonl"),
+                              make_verifier(endpoint=url), f"demo:{model}", cfg.workdir / "prover",
+                              passes=cfg.passes, concurrency=4, resume=True, max_tokens=cfg.max_tokens)
+        verifier = score_verifier(str(SAMPLES_DIR / "annotated.jsonl"), make_verifier(endpoint=url),
+                                  f"demo:{model}", cfg.workdir / "verifier", repeats=cfg.repeats,
+                                  grader=make_trial_grader(), judge_id="structural", concurrency=4, resume=True,
+                                  max_tokens=cfg.max_tokens)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return {"prover": prover, "verifier": verifier}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _final_report(cfg: DemoConfig, scores: dict[str, Any], timings: dict[str, float]) -> None:
+    p, v = scores["prover"], scores["verifier"]
+    t = Table(title="Scoring with the trained verifier (tiny model: numbers are a pipeline check, not quality)")
+    t.add_column("run")
+    t.add_column("result")
+    t.add_row("ProverBench, 8-pass unanimity", f"pessimistic {p['pessimistic']:.3f}, pass_any_sample "
+              f"{p['pass_any_sample']:.3f}, valid-output rate {p['verifier_valid_rate'] or 0:.3f}, "
+              f"{p['n_cancelled_passes']} passes cancelled early")
+    f1 = v.get("rough_bal_f1")
+    t.add_row("VerifierBench", f"rough Balanced F1 {'-' if f1 is None else f'{f1:.3f}'}, valid rate "
+              f"{v['verifier_valid_rate']:.3f}, meta Balanced F1 {v.get('meta_ver_bal_f1') or 0:.3f}")
+    console.print(t)
+    for name in ("prover", "verifier"):
+        console.print(f"  {name}: report {cfg.workdir / name / 'report.md'}, plots {cfg.workdir / name}/*.png")
+    console.print(f"  reward per step: {cfg.workdir / 'reward_per_step.png'}")
+    times = Table(title="Stage times")
+    times.add_column("stage")
+    times.add_column("seconds", justify="right")
+    for name, s in timings.items():
+        times.add_row(name, f"{s:.1f}")
+    times.add_row("total", f"{sum(timings.values()):.1f}")
+    console.print(times)
+
+
+def run_demo(cfg: DemoConfig) -> dict[str, Any]:
+    """Run every stage; returns the before/after evaluations and the scoring summaries."""
     from proofcheck.tiny_model import build_tiny_model
 
-    workdir = Path(workdir)
-    t0 = time.perf_counter()
-    model_dir = run_stage("build tiny model", lambda: build_tiny_model(workdir / "model", seed=seed))
-    data = run_stage("validate shipped data", _validate_samples)
-    proofs = _pick(data["annotated"], n_proofs)
-    results = run_stage(f"verify {len(proofs)} sample proofs x {passes} passes (vLLM, in-process)",
-                        lambda: _verify(model_dir, proofs, passes, seed, max_tokens))
-    metrics = _report(proofs, results)
-    console.print(f"[bold]demo finished[/bold] in {time.perf_counter() - t0:.1f} s; model in {model_dir}")
-    return metrics
+    timings: dict[str, float] = {}
+    w = cfg.workdir
+    base = run_stage("build tiny model", lambda: build_tiny_model(w / "model", seed=cfg.seed), timings)
+    run_stage("validate shipped data", _validate_samples, timings)
+    dataset = run_stage("build training set", lambda: _build_dataset(cfg), timings)
+    sft = run_stage(f"supervised warm-up ({cfg.sft_steps} SFT steps, TRL SFTTrainer)", lambda: _sft(cfg, base),
+                    timings)
+    evals = {"random init": run_stage("evaluate the random model", lambda: _evaluate(cfg, base, "random"), timings)}
+    evals["after SFT (before GRPO)"] = run_stage("evaluate before GRPO", lambda: _evaluate(cfg, sft, "before"),
+                                                 timings)
+    trained = run_stage(f"GRPO ({cfg.grpo_steps} steps, TRL + vLLM colocate, meta-verifier reward)",
+                        lambda: _grpo(cfg, sft, dataset), timings)
+    evals["after GRPO"] = run_stage("evaluate after GRPO", lambda: _evaluate(cfg, trained, "after"), timings)
+    _learning_table(evals)
+    scores = run_stage("serve the trained verifier and score the shipped data",
+                       lambda: _serve_and_score(cfg, trained), timings)
+    _final_report(cfg, scores, timings)
+    return {"evals": evals, **scores, "timings": timings}

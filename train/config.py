@@ -1,0 +1,216 @@
+"""Our script arguments for `train/grpo.py`, next to TRL's `GRPOConfig` and `ModelConfig`.
+
+One config path (STYLE 3): `TrlParser` parses these three dataclasses from
+`--config configs/grpo/<recipe>.yaml` plus CLI overrides. Help lives on each field;
+`__post_init__` validates what can be checked from the values alone (ratios, choices),
+`check_compatible` what needs the other dataclasses too (reward weights, adapter saving) and
+`check_paths` that the data files exist. Both raise `ConfigError` with the fix in the message, before any model,
+tokenizer or dataset is loaded.
+
+This module is light (dataclasses only) so `python train/grpo.py --help` stays instant.
+
+Example:
+    >>> args = ProofcheckScriptArguments(synthetic_count=8)
+    >>> args.reward_funcs
+    ['meta_verifier', 'format']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ORIGINS = ("expert", "repaired", "synthetic")
+REWARD_MODES = ("structural", "judge", "hybrid")
+REWARD_SCALES = ("training", "benchmark")
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the field and says how to fix it."""
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass
+class ProofcheckScriptArguments:
+    """What to train on, how to reward it, how to evaluate and what to save."""
+
+    # --- data -------------------------------------------------------------------------------
+    expert_files: list[str] = field(default_factory=list, metadata=_help(
+        "Expert-annotated proofs: annotated-proof JSONL files, or folders saved by `proofcheck data build` "
+        "(a datasets DatasetDict with train/eval splits). Rows without an `origin` count as expert."))
+    repaired_files: list[str] = field(default_factory=list, metadata=_help(
+        "Repaired proofs (origin `repaired`), same formats as expert_files."))
+    synthetic_count: int = field(default=0, metadata=_help(
+        "Number of synthetic arithmetic-chain tasks with exact labels to add (proofcheck.data.synth); 0 = none."))
+    mix_ratios: list[float] | None = field(default=None, metadata=_help(
+        "Relative share of expert, repaired and synthetic rows in the training set, three numbers "
+        "(e.g. `0.6 0.4 0`). Unset = every training row once. Set = rows are drawn per origin in these "
+        "proportions: train_size rows, or as many as possible without repeating a row."))
+    train_size: int | None = field(default=None, metadata=_help(
+        "Training-set size when mix_ratios is set (origins that are too small are repeated). Unset = the "
+        "largest size that repeats no row."))
+    mix_seed: int = field(default=0, metadata=_help(
+        "Seed for synthetic tasks, the eval hold-out and the mix (the training seed is GRPOConfig.seed)."))
+    include_reference_solution: bool = field(default=True, metadata=_help(
+        "Show the problem's reference solution in the verifier prompt when the record has one."))
+
+    # --- held-out evaluation ----------------------------------------------------------------
+    eval_split: str = field(default="eval", metadata=_help(
+        "Name of the evaluation split inside DatasetDict folders; such a split is used as the eval set."))
+    eval_fraction: float = field(default=0.1, metadata=_help(
+        "Share of problems held out for evaluation from JSONL and synthetic data (split by problem: no problem "
+        "in both sets). 0 = no hold-out."))
+    eval_max_samples: int = field(default=32, metadata=_help(
+        "At most this many held-out proofs are verified at each evaluation."))
+    eval_passes: int = field(default=4, metadata=_help(
+        "k: sampled verifier passes per held-out proof at each evaluation."))
+    eval_every_steps: int = field(default=0, metadata=_help(
+        "Run the k-pass held-out evaluation every N optimizer steps, and always at the end. 0 = only at the end. "
+        "(TRL's own eval_strategy/eval_steps, if set, additionally run GRPOTrainer.evaluate on the same split.)"))
+    eval_max_new_tokens: int = field(default=256, metadata=_help(
+        "Token budget of each evaluation pass (a pass cut off by it is invalid)."))
+    eval_temperature: float = field(default=1.0, metadata=_help("Sampling temperature of evaluation passes."))
+    eval_batch_size: int = field(default=4, metadata=_help(
+        "Proofs per generate() call during evaluation (each with eval_passes sequences)."))
+
+    # --- rewards ----------------------------------------------------------------------------
+    reward_funcs: list[str] = field(default_factory=lambda: ["meta_verifier", "format"], metadata=_help(
+        "Reward functions: names from proofcheck.reward.functions.REWARD_FUNCTIONS (meta_verifier, format) "
+        "or dotted paths `package.module:Class`. Weights: GRPOConfig.reward_weights, one per function."))
+    reward_mode: str = field(default="structural", metadata=_help(
+        "Meta-verifier grader: structural (step indices, no model), judge (LLM judge) or hybrid "
+        "(min of both). judge/hybrid need judge_endpoint and judge_model."))
+    reward_scale: str = field(default="training", metadata=_help(
+        "Level scores: training (1/0.5/0.25/0) or benchmark (1/0.75/0.5/0)."))
+    judge_endpoint: str | None = field(default=None, metadata=_help(
+        "OpenAI-compatible base URL of the judge (e.g. a vLLM server, http://host:8001/v1)."))
+    judge_model: str | None = field(default=None, metadata=_help("Model name the judge endpoint serves."))
+
+    # --- saving -----------------------------------------------------------------------------
+    save_merged: bool = field(default=True, metadata=_help(
+        "Save a full model (LoRA merged into the base) with its tokenizer to <output_dir>/merged."))
+    save_adapter: bool = field(default=True, metadata=_help(
+        "With LoRA (use_peft): also save the adapter with the tokenizer to <output_dir>/adapter."))
+
+    def __post_init__(self) -> None:
+        self.expert_files = _as_list(self.expert_files)
+        self.repaired_files = _as_list(self.repaired_files)
+        self.reward_funcs = _as_list(self.reward_funcs)
+        errors = [*self._check_data(), *self._check_eval(), *self._check_rewards()]
+        if errors:
+            raise ConfigError("invalid training configuration:\n  - " + "\n  - ".join(errors))
+
+    def _check_data(self) -> list[str]:
+        errs = []
+        if not self.expert_files and not self.repaired_files and self.synthetic_count <= 0:
+            errs.append("no training data: set expert_files and/or repaired_files (JSONL files or "
+                        "`proofcheck data build` folders), or synthetic_count > 0")
+        if self.synthetic_count < 0:
+            errs.append(f"synthetic_count={self.synthetic_count}: must be >= 0")
+        if self.mix_ratios is not None:
+            r = [float(x) for x in self.mix_ratios]
+            if len(r) != 3 or any(x < 0 for x in r) or sum(r) <= 0:
+                errs.append(f"mix_ratios={self.mix_ratios}: give three non-negative numbers for expert, repaired, "
+                            "synthetic with a positive sum, e.g. `mix_ratios: [0.7, 0.3, 0.0]`")
+            else:
+                self.mix_ratios = r
+                # expert/repaired availability depends on the rows' origins (checked when the data loads)
+                if r[2] > 0 and self.synthetic_count <= 0:
+                    errs.append("mix_ratios gives synthetic rows a share but synthetic_count is 0: "
+                                "set synthetic_count > 0 or the third ratio to 0")
+        elif self.train_size is not None:
+            errs.append("train_size needs mix_ratios (without a mix, every training row is used once)")
+        if self.train_size is not None and self.train_size < 1:
+            errs.append(f"train_size={self.train_size}: must be >= 1")
+        return errs
+
+    def _check_eval(self) -> list[str]:
+        errs = []
+        if not 0.0 <= self.eval_fraction < 1.0:
+            errs.append(f"eval_fraction={self.eval_fraction}: must be in [0, 1), e.g. 0.1")
+        for name in ("eval_passes", "eval_max_new_tokens", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                errs.append(f"{name}={getattr(self, name)}: must be >= 1")
+        if self.eval_max_samples < 0:
+            errs.append(f"eval_max_samples={self.eval_max_samples}: must be >= 0 (0 = no k-pass evaluation)")
+        if self.eval_every_steps < 0:
+            errs.append(f"eval_every_steps={self.eval_every_steps}: must be >= 0 (0 = only at the end)")
+        if self.eval_temperature <= 0:
+            errs.append(f"eval_temperature={self.eval_temperature}: must be > 0 (passes are sampled)")
+        return errs
+
+    def _check_rewards(self) -> list[str]:
+        errs = []
+        if not self.reward_funcs:
+            errs.append("reward_funcs is empty: use e.g. `reward_funcs: [meta_verifier, format]`")
+        if self.reward_mode not in REWARD_MODES:
+            errs.append(f"reward_mode={self.reward_mode!r}: choose one of {', '.join(REWARD_MODES)}")
+        elif self.reward_mode != "structural" and not (self.judge_endpoint and self.judge_model):
+            errs.append(f"reward_mode={self.reward_mode!r} needs a judge: set judge_endpoint (an OpenAI-compatible "
+                        "base URL) and judge_model, or use reward_mode: structural")
+        if self.reward_mode == "structural" and (self.judge_endpoint or self.judge_model):
+            errs.append("judge_endpoint/judge_model are set but reward_mode is structural: set reward_mode: hybrid "
+                        "(or judge), or remove the judge settings")
+        if self.reward_scale not in REWARD_SCALES:
+            errs.append(f"reward_scale={self.reward_scale!r}: choose one of {', '.join(REWARD_SCALES)}")
+        return errs
+
+    def reward_kwargs(self, name: str) -> dict[str, Any]:
+        """Constructor options for reward function `name` (only the meta-verifier takes any)."""
+        if name != "meta_verifier":
+            return {}
+        kw: dict[str, Any] = {"mode": self.reward_mode, "scale": self.reward_scale}
+        if self.reward_mode != "structural":
+            kw.update(judge_endpoint=self.judge_endpoint, judge_model=self.judge_model)
+        return kw
+
+
+def _as_list(value: Any) -> list:
+    """YAML may give one string where a list is meant: `expert_files: data.jsonl`."""
+    if value is None:
+        return []
+    if isinstance(value, str | Path):
+        return [str(value)]
+    return list(value)
+
+
+def check_paths(script: ProofcheckScriptArguments) -> None:
+    """Raise ConfigError naming every data file or folder that does not exist.
+
+    Kept apart from `__post_init__` so a recipe can be checked on a machine without its data
+    (tests/unit/test_configs_parse.py); `train/grpo.py` always runs it before loading anything.
+    """
+    errs = [f"{name}: {p}: no such file or folder (check the path; relative paths are resolved from the "
+            "directory you launch in)"
+            for name in ("expert_files", "repaired_files") for p in getattr(script, name) if not Path(p).exists()]
+    if errs:
+        raise ConfigError("missing training data:\n  - " + "\n  - ".join(errs))
+
+
+def check_compatible(script: ProofcheckScriptArguments, training: Any, model: Any) -> None:
+    """Cross-checks between our arguments, `GRPOConfig` (`training`) and `ModelConfig` (`model`).
+
+    Raises ConfigError naming the fields and the fix; run before any model is loaded.
+    """
+    errs = []
+    if not model.model_name_or_path:
+        errs.append("model_name_or_path is not set: give a local folder or hub id, e.g. "
+                    "`model_name_or_path: runs/tiny-model`")
+    weights = training.reward_weights
+    if weights is not None and len(weights) != len(script.reward_funcs):
+        errs.append(f"reward_weights has {len(weights)} value(s) for {len(script.reward_funcs)} reward function(s) "
+                    f"{script.reward_funcs}: give one weight per function, in the same order")
+    if not (script.save_merged or script.save_adapter):
+        errs.append("save_merged and save_adapter are both false: nothing but checkpoints would be saved; "
+                    "set save_merged: true (full model) or save_adapter: true (LoRA)")
+    if script.save_adapter and not script.save_merged and not model.use_peft:
+        errs.append("save_adapter without use_peft saves nothing (there is no adapter): set save_merged: true "
+                    "or use_peft: true")
+    if training.use_vllm and training.vllm_mode not in ("colocate", "server"):
+        errs.append(f"vllm_mode={training.vllm_mode!r}: choose colocate or server")
+    if errs:
+        raise ConfigError("invalid training configuration:\n  - " + "\n  - ".join(errs))
