@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,48 +24,25 @@ from typing import Any
 
 import httpx
 
+from proofcheck.process import ServiceProcess, free_port
+
 PASSES = 8
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}; see {log}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise TimeoutError(f"{url} not ready after {timeout_s} s; see {log}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def start_vllm(model: str, workdir: Path) -> tuple[subprocess.Popen, str]:
-    port, log = free_port(), workdir / "vllm.log"
+def start_vllm(model: str, workdir: Path) -> tuple[ServiceProcess, str]:
+    """A vLLM OpenAI server for `model` (served as `tiny`), ready; returns (process, base URL ending in /v1)."""
+    port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name",
            "tiny", "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "4096",
            "--seed", "0", "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768"]
-    proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
-    wait_http(f"http://127.0.0.1:{port}/health", proc, log)
-    return proc, f"http://127.0.0.1:{port}/v1"
+    vllm = ServiceProcess(cmd, f"http://127.0.0.1:{port}/health", workdir / "vllm.log",
+                          env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    try:
+        vllm.wait_ready()
+    except Exception:
+        vllm.stop()
+        raise
+    return vllm, f"http://127.0.0.1:{port}/v1"
 
 
 async def run_mode(mode: str, url: str, tasks: list[dict], max_tokens: int, concurrency: int) -> dict[str, Any]:
@@ -175,18 +149,17 @@ def main() -> int:
     try:
         modes = {m: asyncio.run(run_mode(m, url, tasks, max_tokens, args.concurrency)) for m in ("b", "a", "c")}
         port = free_port()
-        log = workdir / "serve.log"
-        front = subprocess.Popen([sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", url,
-                                  "--endpoint-model", "tiny", "--port", str(port), "--max-queue", "64",
-                                  "--max-tokens", str(max_tokens), "--log-level", "warning"],
-                                 stdout=open(log, "w"), stderr=subprocess.STDOUT)
-        wait_http(f"http://127.0.0.1:{port}/health", front, log)
+        front = ServiceProcess([sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", url,
+                                "--endpoint-model", "tiny", "--port", str(port), "--max-queue", "64",
+                                "--max-tokens", str(max_tokens), "--log-level", "warning"],
+                               f"http://127.0.0.1:{port}/health", workdir / "serve.log")
+        front.wait_ready()
         load = asyncio.run(load_test(f"http://127.0.0.1:{port}", args.clients, per_client, min(max_tokens, 64),
                                      args.load_budget))
     finally:
         if front is not None:
-            stop(front)
-        stop(vllm)
+            front.stop()
+        vllm.stop()
 
     base = modes["b"]
     print(f"\n## serve_unanimity: {n_proofs} proofs (half valid, half flawed), k={PASSES}, max_tokens={max_tokens}, "

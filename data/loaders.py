@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from proofcheck.data.schemas import ID_FIELDS, SCHEMAS
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class DataError(ValueError):
@@ -45,15 +47,18 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any | None, str | N
                 yield lineno, None, f"invalid JSON: {e.msg} at column {e.colno}"
 
 
-def validate_records(path: str | Path, kind: str) -> tuple[list[BaseModel], list[str]]:
-    """Parse every line of `path` as a `kind` record; return (records, problems)."""
-    if kind not in SCHEMAS:
-        raise ValueError(f"unknown record kind {kind!r}; choose one of {', '.join(SCHEMAS)}")
+def validate_jsonl(path: str | Path, model: type[M],
+                   id_fields: tuple[str, ...]) -> tuple[list[tuple[M, dict[str, Any]]], list[str]]:
+    """Validate every line of `path` against `model`; return ((record, raw dict) pairs, problems).
+
+    Shared by every JSONL reader so they all report bad lines the same way: one
+    `file:line: field: reason` per issue (bad JSON, non-object, each schema error, and a repeated
+    `id_fields` key, which keeps only the first occurrence).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    model = SCHEMAS[kind]
-    records: list[BaseModel] = []
+    records: list[tuple[M, dict[str, Any]]] = []
     problems: list[str] = []
     seen: dict[tuple, int] = {}
     for lineno, value, err in iter_json_lines(path):
@@ -70,13 +75,22 @@ def validate_records(path: str | Path, kind: str) -> tuple[list[BaseModel], list
             for d in e.errors():
                 problems.append(f"{where}: {_field_path(d['loc'])}: {d['msg']}")
             continue
-        key = tuple(getattr(rec, f) for f in ID_FIELDS[kind])
+        key = tuple(getattr(rec, f) for f in id_fields)
         if key in seen:
-            problems.append(f"{where}: {'+'.join(ID_FIELDS[kind])}: duplicate id {key!r} (first on line {seen[key]})")
+            shown = key[0] if len(key) == 1 else key
+            problems.append(f"{where}: {'+'.join(id_fields)}: duplicate id {shown!r} (first on line {seen[key]})")
             continue
         seen[key] = lineno
-        records.append(rec)
+        records.append((rec, value))
     return records, problems
+
+
+def validate_records(path: str | Path, kind: str) -> tuple[list[BaseModel], list[str]]:
+    """Parse every line of `path` as a `kind` record; return (records, problems)."""
+    if kind not in SCHEMAS:
+        raise ValueError(f"unknown record kind {kind!r}; choose one of {', '.join(SCHEMAS)}")
+    pairs, problems = validate_jsonl(path, SCHEMAS[kind], ID_FIELDS[kind])
+    return [rec for rec, _ in pairs], problems
 
 
 def load_records(path: str | Path, kind: str) -> list[Any]:

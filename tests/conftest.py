@@ -6,15 +6,12 @@ GPU-marked tests are skipped when no CUDA device is present.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
+
+from proofcheck.process import ServiceProcess, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,52 +39,22 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class VLLMServer:
+class VLLMServer(ServiceProcess):
     """A real `vllm.entrypoints.openai.api_server` subprocess on 127.0.0.1, stopped by its handle."""
 
     def __init__(self, model: Path, log_path: Path, extra_args: tuple[str, ...] = ()):
         self.port = free_port()
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+        self.model_name = "tiny"
         cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                "--enforce-eager", "--max-model-len", "4096", "--seed", "0",
                # whole prompts in one step: seeded requests crash vLLM-CPU on chunked prefill (serve/offline.py)
                "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768", *extra_args]
-        self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        self.model_name = "tiny"
+        super().__init__(cmd, f"http://127.0.0.1:{self.port}/health", log_path, env={"VLLM_CPU_KVCACHE_SPACE": "1"})
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def wait_ready(self, timeout: float = 240) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vLLM server exited with {self.proc.returncode}; see {self.log.name}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        raise TimeoutError(f"vLLM server not ready after {timeout} s; see {self.log.name}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 @pytest.fixture(scope="session")
@@ -95,7 +62,7 @@ def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     """A real vLLM OpenAI-compatible server serving the tiny model as `tiny` (session-wide)."""
     server = VLLMServer(tiny_model, tmp_path_factory.mktemp("vllm-log") / "server.log")
     try:
-        server.wait_ready()
+        server.wait_ready(240)
         yield server
     finally:
-        server.stop()
+        server.stop(30)

@@ -117,11 +117,9 @@ class ProofcheckScriptArguments:
                 errs.append(f"mix_ratios={self.mix_ratios}: give three non-negative numbers for expert, repaired, "
                             "synthetic with a positive sum, e.g. `mix_ratios: [0.7, 0.3, 0.0]`")
             else:
+                # availability of each origin depends on the rows' `origin` fields (dataset folders and
+                # JSONL files may hold synthetic rows too): checked when the data loads, before the model
                 self.mix_ratios = r
-                # expert/repaired availability depends on the rows' origins (checked when the data loads)
-                if r[2] > 0 and self.synthetic_count <= 0:
-                    errs.append("mix_ratios gives synthetic rows a share but synthetic_count is 0: "
-                                "set synthetic_count > 0 or the third ratio to 0")
         elif self.train_size is not None:
             errs.append("train_size needs mix_ratios (without a mix, every training row is used once)")
         if self.train_size is not None and self.train_size < 1:

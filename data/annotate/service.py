@@ -35,7 +35,7 @@ from proofcheck.data.annotate.models import (
     QueueResponse,
     SaveRequest,
 )
-from proofcheck.data.loaders import DataError, iter_json_lines
+from proofcheck.data.loaders import DataError, validate_jsonl
 from proofcheck.data.schemas import AnnotatedProof, Annotation
 from proofcheck.io import JsonlAppender, read_jsonl_tolerant, write_jsonl_atomic
 
@@ -61,30 +61,7 @@ def sidecar_paths(out: str | Path) -> tuple[Path, Path]:
 
 def load_queue(path: str | Path) -> list[tuple[QueueItem, dict[str, Any]]]:
     """Read the proofs to annotate; raise `DataError` naming file:line: field for each bad record."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    items: list[tuple[QueueItem, dict[str, Any]]] = []
-    problems: list[str] = []
-    seen: dict[str, int] = {}
-    for lineno, value, err in iter_json_lines(path):
-        where = f"{path}:{lineno}"
-        if err is not None:
-            problems.append(f"{where}: <line>: {err}")
-            continue
-        if not isinstance(value, dict):
-            problems.append(f"{where}: <record>: expected a JSON object, got {type(value).__name__}")
-            continue
-        try:
-            item = QueueItem.model_validate(value)
-        except ValidationError as e:
-            problems.extend(f"{where}: {_loc(d['loc'])}: {d['msg']}" for d in e.errors())
-            continue
-        if item.proof_id in seen:
-            problems.append(f"{where}: proof_id: duplicate id {item.proof_id!r} (first on line {seen[item.proof_id]})")
-            continue
-        seen[item.proof_id] = lineno
-        items.append((item, value))
+    items, problems = validate_jsonl(path, QueueItem, ("proof_id",))
     if problems:
         raise DataError(problems)
     if not items:

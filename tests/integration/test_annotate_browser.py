@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from proofcheck.process import free_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -49,12 +50,6 @@ ITEMS = [
     {**BASE, "problem_id": "odd", "proof_id": "odd#0", "problem": "Show that an odd square is odd.",
      "steps": ["Let $n = 2m+1$.", "$n^2 = 4m^2+4m+1$ is odd."]},
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class AnnotateServer:

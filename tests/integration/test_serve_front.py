@@ -7,9 +7,7 @@ endpoint, and a graceful shutdown (SIGTERM) that answers every accepted request.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +17,7 @@ import pytest
 
 from proofcheck.cli import main
 from proofcheck.data.synth import make_tasks
+from proofcheck.process import ServiceProcess, free_port
 from proofcheck.serve.verifier import detect_endpoint, make_verifier
 
 KEY_ENV = "PROOFCHECK_TEST_SERVE_KEY"
@@ -26,47 +25,21 @@ KEY = "front-key-123"
 TASK = make_tasks(1, seed=5)[0]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Front:
-    """`proofcheck serve --endpoint <vllm>` subprocess, stopped by its handle."""
+class Front(ServiceProcess):
+    """`proofcheck serve --endpoint <vllm>` subprocess, ready when constructed, stopped by its handle."""
 
     def __init__(self, vllm_url: str, log: Path, *extra: str):
-        self.port = _free_port()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", vllm_url, "--endpoint-model", "tiny",
                "--port", str(self.port), "--api-key-env", KEY_ENV, "--max-tokens", "256", "--log-level", "warning",
                *extra]
-        self.log = open(log, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, KEY_ENV: KEY})
-        self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"proofcheck serve exited with {self.proc.returncode}; see {log}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"proofcheck serve not ready; see {log}")
-            time.sleep(0.3)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+        super().__init__(cmd, self.url + "/health", log, env={KEY_ENV: KEY})
+        try:
+            self.wait_ready(60)
+        except Exception:
+            self.stop()
+            raise
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +139,7 @@ def test_graceful_shutdown_answers_in_flight(vllm_server, tmp_path: Path) -> Non
         assert all(len(r.json()["passes"]) == 8 for r in responses)
         # uvicorn re-raises the signal after its graceful shutdown, so the exit status is SIGTERM's
         assert f.proc.wait(timeout=60) in (0, -signal.SIGTERM)
-        assert "proofcheck serve: drained; engine closed" in Path(f.log.name).read_text()
+        assert "proofcheck serve: drained; engine closed" in f.log_path.read_text()
         with pytest.raises(httpx.ConnectError):
             httpx.get(f.url + "/health", timeout=2)
     finally:

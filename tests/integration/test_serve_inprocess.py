@@ -9,7 +9,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,17 +17,10 @@ import pytest
 from proofcheck.cli import main
 from proofcheck.data.synth import make_tasks
 from proofcheck.decision import decide
+from proofcheck.process import ServiceProcess, free_port
 from proofcheck.serve.client import AsyncVerifyClient, VerifyClient
 
 TASKS = make_tasks(4, seed=3)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _make_lora(model: Path, out: Path) -> Path:
@@ -49,34 +41,12 @@ def _make_lora(model: Path, out: Path) -> Path:
 def service(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("serve-inprocess")
     adapter = _make_lora(tiny_model, tmp / "adapter")
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--model", str(tiny_model), "--served-model-name", "tiny",
            "--lora", f"tiny-lora={adapter}", "--port", str(port), "--max-tokens", "1024", "--log-level", "warning"]
-    log = open(tmp / "serve.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"proofcheck serve exited with {proc.returncode}; see {log.name}")
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"proofcheck serve not ready; see {log.name}")
-            time.sleep(1)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with ServiceProcess(cmd, url + "/health", tmp / "serve.log", env={"VLLM_CPU_KVCACHE_SPACE": "1"}):
+        yield url  # ready within 300 s on enter; SIGTERM (then SIGKILL after 60 s) on exit
 
 
 def test_health_lists_base_and_adapter(service: str) -> None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from proofcheck.process import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,12 +69,6 @@ def reward_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_rewards(reward_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(reward_dir))
     return reward_dir
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def argv(model: Path, out: Path, *extra: str) -> list[str]:

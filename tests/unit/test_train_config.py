@@ -37,7 +37,6 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     ({"synthetic_count": 4, "mix_ratios": [1, 1]}, "three non-negative numbers"),
     ({"synthetic_count": 4, "mix_ratios": [0, 0, 0]}, "positive sum"),
     ({"synthetic_count": 4, "mix_ratios": [1, -1, 1]}, "three non-negative numbers"),
-    ({"expert_files": ["x.jsonl"], "mix_ratios": [1, 0, 1]}, "synthetic_count is 0"),
     ({"synthetic_count": 4, "train_size": 10}, "train_size needs mix_ratios"),
     ({"synthetic_count": 4, "eval_fraction": 1.0}, "eval_fraction=1.0"),
     ({"synthetic_count": 4, "eval_passes": 0}, "eval_passes=0"),
