@@ -111,9 +111,10 @@ def write_verifier_report(out: Path, summary: dict[str, Any], records: list[dict
     fig, ax = plt.subplots(figsize=(4.6, 3.2))
     grid = [[conf[(g, c)] for c in cols] for g in ("valid", "flawed")]
     ax.imshow(grid, cmap="Blues")
+    top = max(max(row) for row in grid) or 1
     for i, row in enumerate(grid):
         for j, v in enumerate(row):
-            ax.text(j, i, str(v), ha="center", va="center")
+            ax.text(j, i, str(v), ha="center", va="center", color="white" if v > top / 2 else "black")
     ax.set_xticks(range(3), cols)
     ax.set_yticks(range(2), ("gold valid", "gold flawed"))
     ax.set_title("Confusion (all passes)")

@@ -43,12 +43,14 @@ def main() -> int:
         proc = subprocess.run([sys.executable, str(script), *(["--quick"] if args.quick else [])],
                               capture_output=True, text=True)
         took = time.perf_counter() - t0
-        print(proc.stdout)
+        # keep the Markdown; trainer log rows (`{'loss': ...}`) printed by TRL are not part of the result
+        table = "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("{'"))
+        print(table)
         if proc.returncode != 0:
             failed += 1
             parts.append(f"## {script.stem}\n\nFAILED (exit {proc.returncode}):\n```\n{proc.stderr[-2000:]}\n```\n")
         else:
-            parts.append(f"## {script.stem} ({took:.0f} s)\n\n{proc.stdout.strip()}\n")
+            parts.append(f"## {script.stem} ({took:.0f} s)\n\n{table.strip()}\n")
     Path(args.out).write_text("\n".join(parts))
     print(f"wrote {args.out}")
     return 1 if failed else 0

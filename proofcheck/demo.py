@@ -178,8 +178,13 @@ def _reward_plot(summary: dict[str, Any], path: Path) -> None:
 
     steps = [r["step"] for r in summary["rewards"]]
     rewards = [r["reward"] for r in summary["rewards"]]
+    window = 5
+    smooth = [sum(rewards[max(0, i - window + 1):i + 1]) / len(rewards[max(0, i - window + 1):i + 1])
+              for i in range(len(rewards))]
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    ax.plot(steps, rewards, marker=".", color="#4c72b0")
+    ax.plot(steps, rewards, marker=".", color="#4c72b0", alpha=0.4, label="per step (one prompt x 4 samples)")
+    ax.plot(steps, smooth, color="#c44e52", label=f"mean of last {window} steps")
+    ax.legend(fontsize=8)
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("mean reward (weighted)")
     ax.set_title("Training reward per step")

@@ -129,7 +129,8 @@ def _prover_split(problem_ids: list[str], by_problem: dict[str, list[SubmissionP
         subs = by_problem.get(pid, [])
         scores.append(fmean([s.correct for s in subs]) if subs else 0.0)
         anys.append(float(any(s.correct for s in subs)))
-        n_passes += sum(len(s.outcomes) for s in subs)
+        # passes cancelled by an early reject produced no answer: not part of the valid-output rate
+        n_passes += sum(o != "cancelled" for s in subs for o in s.outcomes)
         n_valid += sum(o in ("accept", "reject") for s in subs for o in s.outcomes)
     return {
         "n_problems": len(problem_ids),

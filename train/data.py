@@ -201,7 +201,7 @@ def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
     if problems:
         raise DataError(problems)
     train_pool, held = hold_out(pool, args.eval_fraction, args.mix_seed)
-    train_pool += fixed_train
+    train_pool = train_pool + fixed_train  # a new list: hold_out may return `pool` itself
     eval_rows = given_eval + held
     overlap = sorted({r["problem_id"] for r in eval_rows} & {r["problem_id"] for r in train_pool})
     if overlap:

@@ -74,16 +74,17 @@ def test_prover_metrics_hand_computed():
         SubmissionPasses("q1", 0, [A] * 7 + [INV]),    # invalid pass: not correct
         SubmissionPasses("q1", 1, [A] * 8),          # correct
         SubmissionPasses("q1", 2, []),               # failed generation
+        SubmissionPasses("u1", 2, [R] + ["cancelled"] * 7),  # early reject: cancelled passes are not outputs
     ]
     m = prover_metrics(problems, subs)
-    # u1: 1/2, u2: no submission -> 0, q1: 1/3
-    assert m["pessimistic"] == pytest.approx((0.5 + 0 + 1 / 3) / 3)
+    # u1: 1/3, u2: no submission -> 0, q1: 1/3
+    assert m["pessimistic"] == pytest.approx((1 / 3 + 0 + 1 / 3) / 3)
     assert m["pass_any_sample"] == pytest.approx(2 / 3)
     assert m["n_problems_without_submission"] == 1
-    assert m["splits"]["ugd"]["pessimistic"] == pytest.approx(0.25)
+    assert m["splits"]["ugd"]["pessimistic"] == pytest.approx(1 / 6)
     assert m["splits"]["qe"]["pessimistic"] == pytest.approx(1 / 3)
-    assert m["subjects"]["algebra"]["pessimistic"] == pytest.approx((0.5 + 1 / 3) / 2)
-    assert m["verifier_valid_rate"] == pytest.approx(31 / 32)
+    assert m["subjects"]["algebra"]["pessimistic"] == pytest.approx((1 / 3 + 1 / 3) / 2)
+    assert m["verifier_valid_rate"] == pytest.approx(32 / 33)
 
 
 def test_prover_metrics_unknown_problem():
