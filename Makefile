@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
-	$(VENV)/bin/pytest tests -m "not gpu" --timeout 900
+	$(VENV)/bin/pytest tests --timeout 1800
 
 test-fast: $(STAMP)
 	$(VENV)/bin/pytest tests/unit -q
