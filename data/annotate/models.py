@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from proofcheck.data.schemas import Problem
+from proofcheck.data.schemas import CandidateProof
 
 ANNOTATOR_NAME = re.compile(r"^[\w.@ -]{1,64}$")
 
@@ -23,25 +23,14 @@ SELECTION_KEYS: tuple[str, ...] = (
 )
 
 
-class QueueItem(Problem):
+class QueueItem(CandidateProof):
     """One proof to annotate: problem fields + `proof_id` + `steps` (+ anything else, kept).
 
     An `annotation` already on the record (e.g. from the AMB release) is neither shown nor
     validated: the annotator judges for themselves, and the output replaces it.
     """
 
-    proof_id: str = Field(min_length=1)
-    steps: list[str] = Field(min_length=1)
-    policy: str | None = None
     verifier_passes: list[Any] | None = None
-
-    @field_validator("steps")
-    @classmethod
-    def _steps_nonempty(cls, v: list[str]) -> list[str]:
-        for i, s in enumerate(v):
-            if not s.strip():
-                raise ValueError(f"step {i} is empty")
-        return v
 
     def selection_stats(self) -> dict[str, Any]:
         """Selection statistics carried by the record (a `selection` object and known scalars)."""
