@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from proofcheck.data.loaders import DataError, iter_json_lines, load_records
 from proofcheck.metrics import ProofTrials, SubmissionPasses, Trial, prover_metrics, verifier_metrics
 from proofcheck.protocol import ProofFormatError
-from proofcheck.rundir import RunDir, file_sha256
+from proofcheck.rundir import RunDir, file_sha256, fill
 from proofcheck.verification import PassResult, VerificationResult, parse_pass
 
 
@@ -48,34 +48,13 @@ def reparse(trial: dict[str, Any], n_steps: int) -> PassResult:
 
 async def _run_all(items: list[Any], work: Callable[[Any], Awaitable[dict]], run: RunDir, concurrency: int,
                    label: str, verifier: Any) -> None:
-    """Verify `items` with bounded concurrency, appending each record as it completes; close the verifier."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    sem = asyncio.Semaphore(concurrency)
-
-    async def one(item: Any) -> dict:
-        async with sem:
-            return await work(item)
-
-    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-               TimeRemainingColumn())
-    with Progress(*columns) as bar:
-        task = bar.add_task(label, total=len(items) + len(run.done), completed=len(run.done))
-        try:
-            for fut in asyncio.as_completed([one(i) for i in items]):
-                run.append(await fut)
-                bar.advance(task)
-        finally:
-            close = getattr(verifier, "aclose", None)
-            if close is not None:
-                await close()
+    """Verify `items` into `run` (see `proofcheck.rundir.fill`), then close the verifier."""
+    try:
+        await fill(run, items, work, concurrency, label)
+    finally:
+        close = getattr(verifier, "aclose", None)
+        if close is not None:
+            await close()
 
 
 # ---------------------------------------------------------------- ProverBench

@@ -23,7 +23,7 @@ from proofcheck.data.loaders import load_records
 from proofcheck.io import write_json_atomic, write_jsonl_atomic
 from proofcheck.parsing import strip_thinking
 from proofcheck.protocol import ProofFormatError, neutralise, split_steps, stepped_block
-from proofcheck.rundir import RunDir, file_sha256
+from proofcheck.rundir import RunDir, file_sha256, fill
 
 
 def entropy_bits(accepts: int, rejects: int) -> float:
@@ -52,22 +52,6 @@ def open_verifier(spec: str, max_tokens: int, api_key: str | None = None) -> Any
 
     endpoint, model = parse_verifier_spec(spec)
     return make_verifier(endpoint=endpoint, model=model, api_key=api_key, max_tokens=max_tokens)
-
-
-async def _drain(items: list[Any], work, run: RunDir, concurrency: int, label: str) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    sem = asyncio.Semaphore(concurrency)
-
-    async def one(item: Any) -> dict:
-        async with sem:
-            return await work(item)
-
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as bar:
-        task = bar.add_task(label, total=len(items) + len(run.done), completed=len(run.done))
-        for fut in asyncio.as_completed([one(i) for i in items]):
-            run.append(await fut)
-            bar.advance(task)
 
 
 # ------------------------------------------------------------------ selection
@@ -104,8 +88,7 @@ def select(proofs_path: str, verifier_specs: list[str], out: str | Path, *, repe
                     "verifier_passes": passes}
 
         try:
-            await _drain([p for p in proofs if (p.proof_id,) not in run.done], work, run, concurrency,
-                         "selecting")
+            await fill(run, [p for p in proofs if (p.proof_id,) not in run.done], work, concurrency, "selecting")
         finally:
             for v in verifiers:
                 await v.aclose()
@@ -217,7 +200,7 @@ def repair(rejected_path: str, repairer: str, checkers: list[str], out: str | Pa
                     "checker_votes": votes}
 
         try:
-            await _drain([p for p in proofs if (p.proof_id,) not in run.done], work, run, concurrency, "repairing")
+            await fill(run, [p for p in proofs if (p.proof_id,) not in run.done], work, concurrency, "repairing")
         finally:
             await gen_engine.aclose()
             for v in verifiers:

@@ -8,8 +8,10 @@ resume whose manifest differs is refused, naming the fields that changed.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +72,33 @@ class RunDir:
 
     def close(self) -> None:
         self._appender.close()
+
+
+async def fill(run: RunDir, items: list[Any], work: Callable[[Any], Awaitable[dict[str, Any]]], concurrency: int,
+               label: str) -> None:
+    """Run `work` on `items` (at most `concurrency` at once), appending each record as it completes.
+
+    A rich progress bar counts what the folder already held, so a resumed run shows its true ETA.
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(item: Any) -> dict[str, Any]:
+        async with sem:
+            return await work(item)
+
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+               TimeRemainingColumn())
+    with Progress(*columns) as bar:
+        task = bar.add_task(label, total=len(items) + len(run.done), completed=len(run.done))
+        for fut in asyncio.as_completed([one(i) for i in items]):
+            run.append(await fut)
+            bar.advance(task)
