@@ -75,7 +75,9 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
         before_kill = saved_records(path)
         doc = read_results(path)
         assert doc["test_info"]["complete"] is False
-        assert len(before_kill) == 2 and len(calls["killed"]) == 4  # two saved, two in flight when killed
+        # two saved; the next requests (at most --concurrency 2) may or may not have reached the server
+        # before the SIGKILL landed: a timing race, not behaviour
+        assert len(before_kill) == 2 and 2 <= len(calls["killed"]) <= 4
         assert not list(path.parent.glob(".*.tmp"))  # no torn temporary file left behind
 
         phase["name"] = "resume"
