@@ -3,8 +3,10 @@
 The prover sees only the problem (never the reference solution) and must answer with a
 complete proof whose steps are each wrapped in `<step>...</step>`. A sample whose generation
 was cut off, is empty, or has no usable step is kept as a *failed* submission: it scores 0
-and the verifier is never called on it. Samples are appended (fsynced) as they arrive;
-`--resume` skips problems whose samples are all written.
+and the verifier is never called on it. A sample that got an endpoint error (HTTP status,
+timeout, malformed body) is not a submission at all: it is not written, it is counted
+(`errored`), and `--resume` generates exactly the missing samples. Samples are appended
+(fsynced) as they arrive.
 """
 
 from __future__ import annotations
@@ -53,32 +55,47 @@ def submission_from_output(problem_id: str, sample: int, text: str, finish_reaso
     return {**base, "proof": final.strip()}
 
 
-async def _generate(engine: Any, problems: list[Any], samples: int, temperature: float, max_tokens: int,
-                    seed: int | None, out: JsonlAppender, policy: str, concurrency: int) -> None:
+async def _generate(engine: Any, todo: list[tuple[Any, list[int]]], temperature: float, max_tokens: int,
+                    seed: int | None, out: JsonlAppender, policy: str, concurrency: int) -> list[dict]:
+    """Generate the missing sample indices of each problem; returns the endpoint errors met."""
     from rich.progress import Progress
 
     sem = asyncio.Semaphore(concurrency)
+    errors: list[dict] = []
 
-    async def one(p: Any) -> list[dict]:
+    async def one(p: Any, indices: list[int]) -> list[dict]:
         async with sem:
-            gen = await engine.verify_passes(prover_messages(p.problem), samples, temperature=temperature,
+            gen = await engine.verify_passes(prover_messages(p.problem), len(indices), temperature=temperature,
                                              max_tokens=max_tokens, seed=seed)
-        return [submission_from_output(p.problem_id, x.index, x.text, x.finish_reason, x.error, policy)
-                for x in gen.passes]
+        recs = []
+        for x, idx in zip(gen.passes, indices, strict=True):
+            if x.error is not None:
+                errors.append({"problem_id": p.problem_id, "sample": idx, "error": x.error,
+                               "error_status": x.error_status})
+            else:
+                recs.append(submission_from_output(p.problem_id, idx, x.text, x.finish_reason, None, policy))
+        return recs
 
-    with Progress() as bar:
-        task = bar.add_task("generating proofs", total=len(problems))
-        for fut in asyncio.as_completed([one(p) for p in problems]):
-            for rec in await fut:
-                out.append(rec)
-            bar.advance(task)
-    await engine.aclose()
+    try:
+        with Progress() as bar:
+            task = bar.add_task("generating proofs", total=len(todo))
+            for fut in asyncio.as_completed([one(p, idx) for p, idx in todo]):
+                for rec in await fut:
+                    out.append(rec)
+                bar.advance(task)
+    finally:
+        await engine.aclose()
+    return errors
 
 
 def generate(problems_path: str, engine: Any, policy: str, out: str | Path, *, samples: int = 4,
              temperature: float = 1.0, max_tokens: int = 4096, seed: int | None = None, resume: bool = False,
              concurrency: int = 4) -> dict[str, int]:
-    """Write `samples` submissions per problem to `out`; returns counts (written, failed, skipped)."""
+    """Write `samples` submissions per problem to `out`.
+
+    Returns counts: written, failed (kept, score 0), errored (endpoint errors: not written;
+    `resume=True` generates exactly those), skipped_problems (already complete).
+    """
     problems = load_records(problems_path, "problem")
     out = Path(out)
     done = read_jsonl_tolerant(out) if out.exists() else []
@@ -87,15 +104,10 @@ def generate(problems_path: str, engine: Any, policy: str, out: str | Path, *, s
     per_problem: dict[str, set[int]] = {}
     for r in done:
         per_problem.setdefault(r["problem_id"], set()).add(r["sample"])
-    partial = [pid for pid, s in per_problem.items() if len(s) < samples]
-    if partial:  # a crash mid-problem: rewrite without that problem's partial samples, then redo it
-        from proofcheck.io import write_jsonl_atomic
-
-        done = [r for r in done if r["problem_id"] not in partial]
-        write_jsonl_atomic(out, done)
-    finished = {r["problem_id"] for r in done}
-    todo = [p for p in problems if p.problem_id not in finished]
+    todo = [(p, [i for i in range(samples) if i not in per_problem.get(p.problem_id, set())]) for p in problems]
+    todo = [(p, idx) for p, idx in todo if idx]
     with JsonlAppender(out) as app:
-        asyncio.run(_generate(engine, todo, samples, temperature, max_tokens, seed, app, policy, concurrency))
+        errors = asyncio.run(_generate(engine, todo, temperature, max_tokens, seed, app, policy, concurrency))
     recs = read_jsonl_tolerant(out)
-    return {"written": len(recs), "failed": sum(1 for r in recs if r.get("failed")), "skipped_problems": len(finished)}
+    return {"written": len(recs), "failed": sum(1 for r in recs if r.get("failed")), "errored": len(errors),
+            "errors": errors[:20], "skipped_problems": len(problems) - len(todo)}

@@ -6,6 +6,12 @@ Both runs take a *verifier*: any object with
 our service, or any OpenAI-compatible endpoint). Each proof's record is appended (fsynced) the
 moment it is verified; `summary.json`, `report.md` and plots are derived from the records alone
 (`summarise_records`), so `proofcheck metrics --records` reproduces them exactly.
+
+A run is complete or says it is not: passes that got an endpoint error (status "error", with
+the HTTP status and message) are never scored as verdicts; they are counted (`errored_passes`),
+the summary says `complete: false` with what is missing, and `--resume` re-runs exactly those
+passes. VerifierBench runs as the AdvancedMathBench release runs it: no reference solution
+unless `with_reference`, meta scores on the benchmark scale.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from proofcheck.data.loaders import DataError, iter_json_lines, load_records
+from proofcheck.decision import decide
 from proofcheck.metrics import ProofTrials, SubmissionPasses, Trial, prover_metrics, verifier_metrics
-from proofcheck.protocol import ProofFormatError
-from proofcheck.rundir import RunDir, file_sha256, fill
+from proofcheck.protocol import ProofFormatError, prompt_sha256
+from proofcheck.rundir import RunDir, errored_passes, file_sha256, fill, latest_records
 from proofcheck.verification import PassResult, VerificationResult, parse_pass
 
 
@@ -34,16 +41,59 @@ def trial_entry(p: PassResult, latency_s: float) -> dict[str, Any]:
     return {"status": p.status, "text": p.text, "finish_reason": p.finish_reason, "valid": p.status == "valid",
             "parsed": {"verdict": p.verdict, "first_error_step": p.first_error_step,
                        "flagged_steps": p.flagged_steps} if p.status == "valid" else None,
-            "invalid_reason": p.invalid_reason, "error": p.error, "completion_tokens": p.completion_tokens,
-            "latency_s": latency_s}
+            "invalid_reason": p.invalid_reason, "error": p.error, "error_status": p.error_status,
+            "completion_tokens": p.completion_tokens, "latency_s": latency_s}
 
 
 def reparse(trial: dict[str, Any], n_steps: int) -> PassResult:
-    """Re-derive a pass's outcome from its stored text: records are the source of truth."""
+    """Re-derive a pass's outcome from its stored text: records are the source of truth.
+
+    Reads our records and the AdvancedMathBench release's results (`response` {text,
+    finish_reason, error}): an endpoint error there is an "error" pass too, never a verdict.
+    """
     if trial.get("status") == "cancelled":
         return PassResult("cancelled")
-    return parse_pass(trial.get("text") or "", n_steps, trial.get("finish_reason"), trial.get("completion_tokens", 0),
-                      trial.get("error"))
+    resp = trial.get("response") if isinstance(trial.get("response"), dict) else {}
+    text = trial.get("text", resp.get("text")) or ""
+    finish = trial.get("finish_reason", resp.get("finish_reason"))
+    error = trial.get("error") if "status" in trial else resp.get("error")  # ours | the release's
+    return parse_pass(text, n_steps, finish, trial.get("completion_tokens", 0), error,
+                      trial.get("error_status"))
+
+
+def merge_retried(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`old` trials with each errored one replaced, in order, by the next of `new` (a resume)."""
+    fresh = iter(new)
+    merged = [next(fresh) if t.get("status") == "error" else t for t in old]
+    left = list(fresh)
+    if left:
+        raise ValueError(f"{len(left)} re-run passes left over: the record had fewer errored passes")
+    return merged
+
+
+def _endpoint_counts(records: list[dict]) -> dict[str, Any]:
+    """Errored passes by HTTP status (None: no response) and one example message each."""
+    by_status: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for r in records:
+        for t in r.get("verifier_trials") or []:
+            if t.get("status") == "error":
+                k = str(t.get("error_status"))
+                by_status[k] = by_status.get(k, 0) + 1
+                examples.setdefault(k, str(t.get("error"))[:200])
+    return {"by_status": by_status, "examples": examples}
+
+
+def completeness(records: list[dict], expected: int | None, grader_failures: int = 0,
+                 problems_without_submission: int = 0) -> dict[str, Any]:
+    """`complete` and what is missing: records, errored passes, grader failures, problems without a proof."""
+    errored = sum(errored_passes(r) for r in records)
+    missing = max((expected or 0) - len(records), 0)
+    complete = not (errored or missing or grader_failures or problems_without_submission)
+    return {"complete": complete, "errored_passes": errored, "missing_records": missing,
+            "expected_records": expected, "grader_failures": grader_failures,
+            "problems_without_submission": problems_without_submission,
+            "endpoint_errors": _endpoint_counts(records)}
 
 
 async def _run_all(items: list[Any], work: Callable[[Any], Awaitable[dict]], run: RunDir, concurrency: int,
@@ -60,10 +110,12 @@ async def _run_all(items: list[Any], work: Callable[[Any], Awaitable[dict]], run
 # ---------------------------------------------------------------- ProverBench
 
 def prover_manifest(problems: str, submissions: str, table: dict[str, tuple[str, str]], verifier_id: str,
-                    passes: int, rule: str, max_tokens: int, seed: int | None) -> dict[str, Any]:
+                    passes: int, rule: str, max_tokens: int, seed: int | None, n_submissions: int = 0,
+                    prompt_hash: str | None = None) -> dict[str, Any]:
     """What a prover run measures; `problems` (id -> [domain, subject]) lets records alone be summarised."""
     return {"kind": "prover", "problems_sha256": file_sha256(problems), "submissions_sha256": file_sha256(submissions),
             "verifier": verifier_id, "passes": passes, "rule": rule, "max_tokens": max_tokens, "seed": seed,
+            "expected_records": n_submissions, "prompt_sha256": prompt_hash or prompt_sha256(),
             "problems": {k: list(v) for k, v in sorted(table.items())}}
 
 
@@ -81,12 +133,16 @@ def load_prover_inputs(problems: str, submissions: str) -> tuple[dict, list]:
 
 def score_prover(problems: str, submissions: str, verifier: Verifier, verifier_id: str, out: str | Path, *,
                  passes: int = 8, rule: str = "unanimous", concurrency: int = 4, resume: bool = False,
-                 max_tokens: int = 1024, seed: int | None = None) -> dict[str, Any]:
-    """Verify every submitted proof with `passes` passes; write records, summary, report, plots."""
+                 max_tokens: int = 1024, seed: int | None = None, prompt_hash: str | None = None) -> dict[str, Any]:
+    """Verify every submitted proof with `passes` passes; write records, summary, report, plots.
+
+    `prompt_hash` is `proofcheck.protocol.prompt_sha256` of the verifier prompt (a resume refuses
+    another prompt); default: our built-in prompt.
+    """
     probs, subs = load_prover_inputs(problems, submissions)
     table = {k: (v.domain, v.subject) for k, v in probs.items()}
-    run = RunDir(out, prover_manifest(problems, submissions, table, verifier_id, passes, rule, max_tokens, seed),
-                 ("proof_id",), resume)
+    run = RunDir(out, prover_manifest(problems, submissions, table, verifier_id, passes, rule, max_tokens, seed,
+                                      len(subs), prompt_hash), ("proof_id",), resume)
     t0 = time.perf_counter()
 
     async def work(s: Any) -> dict:
@@ -99,11 +155,17 @@ def score_prover(problems: str, submissions: str, verifier: Verifier, verifier_i
             return {**base, "n_steps": 0, "failed": True, "failure": str(e), "verifier_trials": []}
         if s.failed:
             return {**base, "n_steps": 0, "failed": True, "failure": "generation failed", "verifier_trials": []}
-        res = await verifier.verify(p.problem, steps, p.reference_solution, passes=passes, rule=rule, seed=seed)
-        per = res.latency_s
-        return {**base, "n_steps": len(steps), "failed": False, "decision": res.decision,
-                "verifier_trials": [trial_entry(x, per) for x in res.passes],
-                "prompt_tokens": res.prompt_tokens, "latency_s": res.latency_s}
+        old = run.errored.get((s.proof_id,))
+        if old is None:
+            res = await verifier.verify(p.problem, steps, p.reference_solution, passes=passes, rule=rule, seed=seed)
+            trials = [trial_entry(x, res.latency_s) for x in res.passes]
+        else:  # a resume: re-run exactly the passes that got an endpoint error
+            res = await verifier.verify(p.problem, steps, p.reference_solution, passes=errored_passes(old),
+                                        rule=rule, seed=seed)
+            trials = merge_retried(old["verifier_trials"], [trial_entry(x, res.latency_s) for x in res.passes])
+        decision = decide([reparse(t, len(steps)).outcome for t in trials], rule)
+        return {**base, "n_steps": len(steps), "failed": False, "decision": decision, "verifier_trials": trials,
+                "prompt_tokens": res.prompt_tokens, "latency_s": res.latency_s + (old or {}).get("latency_s", 0.0)}
 
     todo = [s for s in subs if (s.proof_id,) not in run.done]
     try:
@@ -135,16 +197,21 @@ def summarise_prover_records(records: list[dict], manifest: dict[str, Any]) -> d
     m = prover_metrics(problems, items)
     m.update(rule=rule, passes=manifest.get("passes"), n_records=len(records), completion_tokens=tokens,
              verification_time_s=latency, n_passes=n_passes, n_cancelled_passes=cancelled,
-             verifier=manifest.get("verifier"))
+             verifier=manifest.get("verifier"),
+             generation_failure_rate=(sum(bool(r.get("failed")) for r in records) / len(records)) if records else None)
+    m.update(completeness(records, manifest.get("expected_records"),
+                          problems_without_submission=m["n_problems_without_submission"]))
     return m
 
 
 # ---------------------------------------------------------------- VerifierBench
 
 def verifier_manifest(data: str, verifier_id: str, repeats: int, judge: str | None, max_tokens: int,
-                      seed: int | None) -> dict[str, Any]:
+                      seed: int | None, n_proofs: int = 0, with_reference: bool = False, scale: str = "benchmark",
+                      prompt_hash: str | None = None) -> dict[str, Any]:
     return {"kind": "verifier", "data_sha256": file_sha256(data), "verifier": verifier_id, "repeats": repeats,
-            "judge": judge, "max_tokens": max_tokens, "seed": seed}
+            "judge": judge, "max_tokens": max_tokens, "seed": seed, "expected_records": n_proofs,
+            "with_reference": with_reference, "meta_scale": scale, "prompt_sha256": prompt_hash or prompt_sha256()}
 
 
 Grader = Callable[[Any, list[dict]], Awaitable[list[dict | None]]]
@@ -152,21 +219,29 @@ Grader = Callable[[Any, list[dict]], Awaitable[list[dict | None]]]
 
 def score_verifier(data: str, verifier: Verifier, verifier_id: str, out: str | Path, *, repeats: int = 4,
                    grader: Grader | None = None, judge_id: str | None = None, concurrency: int = 4,
-                   resume: bool = False, max_tokens: int = 1024, seed: int | None = None) -> dict[str, Any]:
+                   resume: bool = False, max_tokens: int = 1024, seed: int | None = None,
+                   with_reference: bool = False, scale: str = "benchmark",
+                   prompt_hash: str | None = None) -> dict[str, Any]:
     """Run the verifier `repeats` times on every annotated proof; grade with `grader` when given.
 
-    `grader(proof, trials)` returns one `meta` dict {level, score, valid, grader_error} per trial.
+    As in the AdvancedMathBench release, the verifier sees the problem and the stepped proof,
+    not the reference solution, unless `with_reference`. `grader(proof, trials)` returns one
+    `meta` dict {level, score, valid, grader_error} per trial (`scale` names its score scale).
     """
     proofs = load_records(data, "annotated")
-    run = RunDir(out, verifier_manifest(data, verifier_id, repeats, judge_id, max_tokens, seed), ("proof_id",), resume)
+    run = RunDir(out, verifier_manifest(data, verifier_id, repeats, judge_id, max_tokens, seed, len(proofs),
+                                        with_reference, scale, prompt_hash), ("proof_id",), resume)
 
     async def work(p: Any) -> dict:
-        res = await verifier.verify(p.problem, p.steps, p.reference_solution, passes=repeats, rule="unanimous",
-                                    all_passes=True, seed=seed)
-        trials = [trial_entry(x, res.latency_s) for x in res.passes]
+        ref = p.reference_solution if with_reference else None
+        old = run.errored.get((p.proof_id,))
+        n = errored_passes(old) if old is not None else repeats
+        res = await verifier.verify(p.problem, p.steps, ref, passes=n, rule="unanimous", all_passes=True, seed=seed)
+        fresh = [trial_entry(x, res.latency_s) for x in res.passes]
         if grader is not None:
-            for t, meta in zip(trials, await grader(p, trials), strict=True):
+            for t, meta in zip(fresh, await grader(p, fresh), strict=True):
                 t["meta"] = meta
+        trials = fresh if old is None else merge_retried(old["verifier_trials"], fresh)
         return {"proof_id": p.proof_id, "problem_id": p.problem_id, "domain": p.domain, "subject": p.subject,
                 "n_steps": len(p.steps), "is_correct": p.gold_is_correct, "first_error_step": p.gold_first_error_step,
                 "verifier_trials": trials, "latency_s": res.latency_s}
@@ -184,23 +259,31 @@ def score_verifier(data: str, verifier: Verifier, verifier_id: str, out: str | P
 
 
 def summarise_verifier_records(records: list[dict], manifest: dict[str, Any]) -> dict[str, Any]:
-    """VerifierBench summary from records alone (outcomes re-parsed; meta scores as recorded)."""
+    """VerifierBench summary from records alone (outcomes re-parsed; meta scores as recorded).
+
+    Reads our records and the release's results records (`steps` instead of `n_steps`,
+    `meta.valid`); a release record's meta score counts only when its meta evaluation is valid.
+    """
     items, levels = [], {}
+    repeats = manifest.get("repeats") or manifest.get("settings", {}).get("verifier_repeats")
     for r in records:
+        n_steps = r["n_steps"] if "n_steps" in r else len(r["steps"])
         trials = []
         for t in r["verifier_trials"]:
-            p = reparse(t, r["n_steps"])
+            p = reparse(t, n_steps)
             meta = t.get("meta")
-            score = meta.get("score") if meta else None
+            score = meta.get("score") if meta and meta.get("valid", True) else None
             if meta and meta.get("level"):
                 levels[meta["level"]] = levels.get(meta["level"], 0) + 1
-            trials.append(Trial(p.status == "valid", p.first_error_step, score))
+            trials.append(Trial(p.status == "valid", p.first_error_step, score,
+                                meta_valid=bool(meta and meta.get("valid") and meta.get("score") is not None)))
         items.append(ProofTrials(r["proof_id"], r["is_correct"], r["first_error_step"], r["domain"], trials))
-    m = verifier_metrics(items)
-    m.update(n_records=len(records), repeats=manifest.get("repeats"), verifier=manifest.get("verifier"),
-             judge=manifest.get("judge"), meta_levels=levels,
-             grader_failures=sum(1 for r in records for t in r["verifier_trials"]
-                                 if t.get("meta") and t["meta"].get("grader_error")))
+    m = verifier_metrics(items, repeats)
+    failures = sum(1 for r in records for t in r["verifier_trials"] if t.get("meta") and t["meta"].get("grader_error"))
+    m.update(n_records=len(records), repeats=repeats, verifier=manifest.get("verifier"),
+             judge=manifest.get("judge"), meta_levels=levels, meta_scale=manifest.get("meta_scale", "benchmark"),
+             with_reference=manifest.get("with_reference", manifest.get("settings", {}).get("use_reference_solution")))
+    m.update(completeness(records, manifest.get("expected_records"), grader_failures=failures))
     return m
 
 
@@ -215,7 +298,11 @@ def summarise_records(path: str | Path) -> dict[str, Any]:
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{manifest_path}: missing; records must sit in a scoring run folder")
     manifest = json.loads(manifest_path.read_text())
-    records = read_jsonl_tolerant(path)
+    if "task" in manifest and "kind" not in manifest:  # the AdvancedMathBench release's results folder
+        from proofcheck.bench.release import summarise_release_results
+
+        return summarise_release_results(path, manifest)
+    records = latest_records(read_jsonl_tolerant(path), ("proof_id",), str(path))
     if manifest.get("kind") == "prover":
         return summarise_prover_records(records, manifest)
     return summarise_verifier_records(records, manifest)

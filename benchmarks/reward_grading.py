@@ -58,7 +58,7 @@ def bench_structural(n: int) -> dict[str, float]:
     try:
         t0 = time.perf_counter()
         for text, k, _ in data:
-            parse_verifier_output(text, k)
+            parse_verifier_output(text, k, "stop")
         parse_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         for text, k, ann in data:

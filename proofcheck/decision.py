@@ -2,7 +2,8 @@
 
 Pure functions shared by serving, scoring and curation. A pass outcome is one of
 "accept", "reject", "invalid" (an unparsable or unfinished output: never an accept) or
-"cancelled" (stopped early because the decision was already fixed).
+"cancelled" (stopped early because the decision was already fixed) or "error" (the endpoint
+failed: no answer at all; never an accept, and the run that holds it is incomplete).
 
 Example:
     >>> decide(["accept"] * 7 + ["reject"], "unanimous")
@@ -16,10 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Literal
 
-Outcome = Literal["accept", "reject", "invalid", "cancelled"]
+Outcome = Literal["accept", "reject", "invalid", "cancelled", "error"]
 Rule = Literal["unanimous", "majority", "any"]
 RULES: tuple[str, ...] = ("unanimous", "majority", "any")
-OUTCOMES: tuple[str, ...] = ("accept", "reject", "invalid", "cancelled")
+OUTCOMES: tuple[str, ...] = ("accept", "reject", "invalid", "cancelled", "error")
 
 
 def decide(outcomes: list[str], rule: str = "unanimous") -> str:

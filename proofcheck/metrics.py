@@ -1,7 +1,9 @@
 """Benchmark metrics (SPEC section 7), pure Python over plain records.
 
-VerifierBench (per proof over R repeats):
-  rough = share of repeats that are valid and have the right polarity;
+VerifierBench (per proof over R repeats, as the AdvancedMathBench release computes them):
+  rough = share of the R requested repeats that are valid and have the right polarity
+  (a missing or invalid repeat earns 0: the denominator is fixed);
+  rough_accuracy = mean rough over all proofs;
   TPR = mean rough over correct proofs, TNR = mean rough over incorrect proofs;
   Balanced F1 = 2*TPR*TNR/(TPR+TNR), 0 when both are 0, None when a class is absent.
 ProverBench (pessimistic): a proof is correct iff all k passes are valid accepts;
@@ -41,6 +43,7 @@ class Trial:
     valid: bool
     first_error_step: int | None = None
     meta_score: float | None = None
+    meta_valid: bool = False  # a meta evaluation was made and is valid (for `meta_valid_rate`)
 
 
 @dataclass
@@ -54,59 +57,67 @@ class ProofTrials:
     trials: list[Trial] = field(default_factory=list)
 
 
-def _rough(p: ProofTrials) -> float:
-    ok = [t.valid and ((t.first_error_step == -1) == p.is_correct) for t in p.trials]
-    return fmean(ok) if ok else 0.0
+def _share(hits: list[bool], repeats: int | None) -> float:
+    """Hits over the requested repeats (fixed denominator), or over the trials seen."""
+    denom = repeats or len(hits)
+    return sum(hits) / denom if denom else 0.0
 
 
-def _fes_acc(p: ProofTrials) -> float:
-    ok = [t.valid and t.first_error_step == p.first_error_step for t in p.trials]
-    return fmean(ok) if ok else 0.0
+def _rough(p: ProofTrials, repeats: int | None = None) -> float:
+    return _share([t.valid and ((t.first_error_step == -1) == p.is_correct) for t in p.trials], repeats)
 
 
-def _verifier_split(proofs: list[ProofTrials]) -> dict[str, float | int | None]:
+def _fes_acc(p: ProofTrials, repeats: int | None = None) -> float:
+    return _share([t.valid and t.first_error_step == p.first_error_step for t in p.trials], repeats)
+
+
+def _verifier_split(proofs: list[ProofTrials], repeats: int | None = None) -> dict[str, float | int | None]:
     pos = [p for p in proofs if p.is_correct]
     neg = [p for p in proofs if not p.is_correct]
-    tpr = _mean([_rough(p) for p in pos])
-    tnr = _mean([_rough(p) for p in neg])
+    tpr = _mean([_rough(p, repeats) for p in pos])
+    tnr = _mean([_rough(p, repeats) for p in neg])
     trials = [t for p in proofs for t in p.trials]
+    slots = len(proofs) * repeats if repeats else len(trials)
     out: dict[str, float | int | None] = {
         "n_proofs": len(proofs),
         "n_correct": len(pos),
         "n_incorrect": len(neg),
         "n_trials": len(trials),
+        "rough_accuracy": _mean([_rough(p, repeats) for p in proofs]),
         "rough_tpr": tpr,
         "rough_tnr": tnr,
         "rough_bal_f1": balanced_f1(tpr, tnr),
         "balanced_accuracy": None if tpr is None or tnr is None else (tpr + tnr) / 2,
-        "first_error_step_accuracy": _mean([_fes_acc(p) for p in proofs]),
-        "first_error_step_accuracy_incorrect": _mean([_fes_acc(p) for p in neg]),
-        "verifier_valid_rate": _mean([float(t.valid) for t in trials]),
+        "first_error_step_accuracy": _mean([_fes_acc(p, repeats) for p in proofs]),
+        "first_error_step_accuracy_incorrect": _mean([_fes_acc(p, repeats) for p in neg]),
+        "verifier_valid_rate": sum(t.valid for t in trials) / slots if slots else None,
     }
-    if trials and all(t.meta_score is not None or not t.valid for t in trials) and any(
-        t.meta_score is not None for t in trials
-    ):
+    if any(t.meta_score is not None for t in trials):
         def meta(p: ProofTrials) -> float:
-            return fmean([(t.meta_score or 0.0) if t.valid else 0.0 for t in p.trials])
+            denom = repeats or len(p.trials)
+            return sum((t.meta_score or 0.0) if t.valid else 0.0 for t in p.trials) / denom if denom else 0.0
 
         mtpr = _mean([meta(p) for p in pos])
         mtnr = _mean([meta(p) for p in neg])
         out.update(meta_ver_tpr=mtpr, meta_ver_tnr=mtnr, meta_ver_bal_f1=balanced_f1(mtpr, mtnr),
-                   meta_score_mean=_mean([meta(p) for p in proofs]))
+                   meta_score_mean=_mean([meta(p) for p in proofs]),
+                   meta_valid_rate=sum(t.valid and t.meta_valid for t in trials) / slots if slots else None)
     return out
 
 
-def verifier_metrics(proofs: list[ProofTrials]) -> dict:
+def verifier_metrics(proofs: list[ProofTrials], repeats: int | None = None) -> dict:
     """VerifierBench metrics for all proofs and per domain split (`splits`: all/ugd/qe).
 
-    Meta keys (`meta_ver_tpr`, `meta_ver_tnr`, `meta_ver_bal_f1`) appear when every valid
-    trial carries a meta score; an invalid trial counts 0.
+    `repeats` is R, the requested repeats per proof: the fixed denominator of every per-proof
+    share (None: the trials each proof has). Meta keys (`meta_ver_tpr`, `meta_ver_tnr`,
+    `meta_ver_bal_f1`, `meta_valid_rate`) appear when any trial carries a meta score; an
+    invalid verifier output, a missing or failed meta evaluation counts 0.
     """
-    splits = {"all": _verifier_split(proofs)}
+    splits = {"all": _verifier_split(proofs, repeats)}
     for dom in ("ugd", "qe"):
         sub = [p for p in proofs if p.domain == dom]
         if sub:
-            splits[dom] = _verifier_split(sub)
+            splits[dom] = _verifier_split(sub, repeats)
     return {**splits["all"], "splits": splits}
 
 

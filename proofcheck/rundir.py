@@ -1,9 +1,13 @@
 """A scoring run's output folder: manifest, append-only records, resume rules.
 
 `DIR/manifest.json` fixes what the run measures (input file hashes, model or endpoint, passes,
-rule, repeats...). `DIR/records.jsonl` is append-only and fsynced, one record per proof, so a
-run killed at any moment resumes with `--resume` without losing or duplicating a record. A
-resume whose manifest differs is refused, naming the fields that changed.
+rule, repeats, prompt hash...). `DIR/records.jsonl` is append-only and fsynced, one record per
+proof, so a run killed at any moment resumes with `--resume` without losing or duplicating a
+record. A resume whose manifest differs is refused, naming the fields that changed.
+
+A record holding passes that got an endpoint error (`errored_passes(record) > 0`) is kept but
+not done: `--resume` hands it back (`RunDir.errored`) so that exactly those passes are re-run,
+and the new record supersedes it (the later line wins; `close()` compacts the file).
 """
 
 from __future__ import annotations
@@ -16,6 +20,24 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.io import JsonlAppender, read_jsonl_tolerant, write_json_atomic
+
+PASS_LISTS = ("verifier_trials", "verifier_passes")
+
+
+def errored_passes(record: dict[str, Any]) -> int:
+    """How many passes of a record got an endpoint error (status "error") instead of an answer."""
+    return sum(1 for key in PASS_LISTS for t in record.get(key) or [] if t.get("status") == "error")
+
+
+def latest_records(records: list[dict[str, Any]], key_fields: tuple[str, ...], where: str = "records") -> list[dict]:
+    """One record per key, the last one written; only a record with errored passes may be superseded."""
+    latest: dict[tuple, dict[str, Any]] = {}
+    for r in records:
+        k = tuple(r[f] for f in key_fields)
+        if k in latest and not errored_passes(latest[k]):
+            raise RunDirError(f"{where} holds duplicate records for {k}; it was not written by proofcheck")
+        latest[k] = r
+    return list(latest.values())
 
 
 class RunDirError(ValueError):
@@ -52,26 +74,39 @@ class RunDir:
             raise RunDirError(f"{records_path} exists without a manifest; move it away or choose a new --out")
         self.path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(man_path, manifest)
-        self.records: list[dict[str, Any]] = read_jsonl_tolerant(records_path)
-        self.done = {self.key(r) for r in self.records}
-        if len(self.done) != len(self.records):
-            raise RunDirError(f"{records_path} holds duplicate records; it was not written by proofcheck")
+        raw = read_jsonl_tolerant(records_path)
+        self.records: list[dict[str, Any]] = latest_records(raw, key_fields, str(records_path))
+        self._superseded = len(raw) - len(self.records)
+        self.errored: dict[tuple, dict[str, Any]] = {self.key(r): r for r in self.records if errored_passes(r)}
+        self.done = {self.key(r) for r in self.records} - set(self.errored)
+        self._records_path = records_path
         self._appender = JsonlAppender(records_path)
 
     def key(self, record: dict[str, Any]) -> tuple:
         return tuple(record[f] for f in self.key_fields)
 
     def append(self, record: dict[str, Any]) -> None:
-        """Persist one record (fsynced) unless its key is already done."""
+        """Persist one record (fsynced) unless its key is already done; it supersedes an errored one."""
         k = self.key(record)
         if k in self.done:
             raise RunDirError(f"record {k} written twice")
         self._appender.append(record)
-        self.records.append(record)
+        if k in self.errored:
+            old = self.errored.pop(k)
+            self.records = [record if r is old else r for r in self.records]
+            self._superseded += 1
+        else:
+            self.records.append(record)
         self.done.add(k)
 
     def close(self) -> None:
+        """Close the records file; rewrite it without superseded records (atomically) if any."""
         self._appender.close()
+        if self._superseded:
+            from proofcheck.io import write_jsonl_atomic
+
+            write_jsonl_atomic(self._records_path, self.records)
+            self._superseded = 0
 
 
 async def fill(run: RunDir, items: list[Any], work: Callable[[Any], Awaitable[dict[str, Any]]], concurrency: int,
@@ -98,7 +133,8 @@ async def fill(run: RunDir, items: list[Any], work: Callable[[Any], Awaitable[di
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
                TimeRemainingColumn())
     with Progress(*columns) as bar:
-        task = bar.add_task(label, total=len(items) + len(run.done), completed=len(run.done))
+        done = len(run.done)
+        task = bar.add_task(label, total=len(items) + done, completed=done)
         for fut in asyncio.as_completed([one(i) for i in items]):
             run.append(await fut)
             bar.advance(task)

@@ -15,7 +15,12 @@ from proofcheck.parsing import parse_verifier_output
 
 @dataclass
 class PassResult:
-    """One pass: status valid | invalid | cancelled, the verdict when valid."""
+    """One pass: status valid | invalid | cancelled | error, the verdict when valid.
+
+    "error" is an endpoint failure (HTTP status, timeout, malformed body): the pass has no
+    answer at all, so it is neither an invalid output nor a verdict. Runs count it, say they
+    are incomplete, and `--resume` retries it.
+    """
 
     status: str
     verdict: str | None = None  # "accept" | "reject" when valid
@@ -26,10 +31,11 @@ class PassResult:
     finish_reason: str | None = None
     completion_tokens: int = 0
     error: str | None = None  # transport/engine error, when the pass failed to generate
+    error_status: int | None = None  # the HTTP status of that error (None: no response)
 
     @property
     def outcome(self) -> str:
-        """The decision outcome: accept | reject | invalid | cancelled."""
+        """The decision outcome: accept | reject | invalid | cancelled | error."""
         if self.status == "valid":
             return self.verdict or "invalid"
         return self.status
@@ -39,11 +45,11 @@ class PassResult:
 
 
 def parse_pass(text: str, n_steps: int, finish_reason: str | None, completion_tokens: int = 0,
-               error: str | None = None) -> PassResult:
-    """Parse one completion into a PassResult (an engine error makes it invalid)."""
+               error: str | None = None, error_status: int | None = None) -> PassResult:
+    """Parse one completion into a PassResult; an engine error gives status "error", never a verdict."""
     if error is not None:
-        return PassResult("invalid", invalid_reason="engine_error", text=text, finish_reason=finish_reason,
-                          completion_tokens=completion_tokens, error=error)
+        return PassResult("error", text=text, finish_reason=finish_reason, completion_tokens=completion_tokens,
+                          error=error, error_status=error_status)
     r = parse_verifier_output(text, n_steps, finish_reason)
     if not r.valid:
         return PassResult("invalid", invalid_reason=r.invalid_reason, text=text, finish_reason=finish_reason,
@@ -51,6 +57,11 @@ def parse_pass(text: str, n_steps: int, finish_reason: str | None, completion_to
     v = r.verdict
     return PassResult("valid", "accept" if v.accepts else "reject", v.first_error_step, list(v.flagged_steps),
                       None, text, finish_reason, completion_tokens)
+
+
+def error_pass(message: str, status: int | None = None) -> PassResult:
+    """A pass that got no answer from the endpoint (see `proofcheck.http_errors`)."""
+    return PassResult("error", error=message, error_status=status)
 
 
 def cancelled_pass() -> PassResult:

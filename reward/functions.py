@@ -5,6 +5,13 @@ kwargs carry the dataset columns (`annotation` as JSON text or a dict, `n_steps`
 `steps`) and TRL's extras (`prompts`, `completion_ids`, `trainer_state`, `log_extra`,
 `log_metric`). Completions are strings or conversational message lists.
 
+Truncation follows the one rule of the protocol: a completion cut by the token limit is invalid
+(0), exactly as in serving and scoring. TRL does not pass a finish reason to reward functions,
+but it does pass `completion_ids`; `configure_truncation(eos_token_ids, max_completion_length)`
+(train/run.py calls it with the trainer's values) lets the reward derive "stop" / "length" from
+them with `proofcheck.parsing.finish_reason_from_ids`. Called outside TRL, a `finish_reason`
+column is used when given; plain completion strings without either are taken as finished.
+
 They are picklable callable classes. `MetaVerifierReward(mode="structural")` is synchronous;
 with a judge (`mode="judge" | "hybrid"`) the constructor returns an `AsyncMetaVerifierReward`
 whose `__call__` is `async def`, which TRL's GRPOTrainer gathers with its other async rewards.
@@ -28,7 +35,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from proofcheck.parsing import parse_verifier_output
+from proofcheck.parsing import finish_reason_from_ids, parse_verifier_output
 from proofcheck.reward.client import JudgeConfig
 from proofcheck.reward.grading import GradeItem, Grader
 from proofcheck.reward.levels import GradeResult, Level, Scale
@@ -56,6 +63,34 @@ def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
     return list(values)
 
 
+class TruncationMixin:
+    """Derives each completion's finish reason from TRL's `completion_ids` (see module docstring)."""
+
+    eos_token_ids: tuple[int, ...] | None = None
+    max_completion_length: int | None = None
+
+    def configure_truncation(self, eos_token_ids: list[int] | int | None, max_completion_length: int | None) -> None:
+        """Set what tells a finished completion from one cut by the limit (the trainer's values)."""
+        if isinstance(eos_token_ids, int):
+            eos_token_ids = [eos_token_ids]
+        self.eos_token_ids = tuple(eos_token_ids or ())
+        self.max_completion_length = max_completion_length
+
+    def finish_reasons(self, kwargs: dict[str, Any], n: int) -> list[str | None]:
+        """One finish reason per completion: from completion_ids, a finish_reason column, or "stop"."""
+        ids = kwargs.get("completion_ids")
+        if ids is not None:
+            if not self.eos_token_ids and self.max_completion_length is None:
+                raise ValueError(f"{type(self).__name__} got completion_ids but cannot tell a cut-off completion: "
+                                 "call configure_truncation(eos_token_ids, max_completion_length) first "
+                                 "(train/run.py does it with the trainer's tokenizer and GRPOConfig)")
+            return [finish_reason_from_ids(list(x), self.eos_token_ids or (), self.max_completion_length)
+                    for x in _column(kwargs, "completion_ids", n)]
+        if kwargs.get("finish_reason") is not None:
+            return list(_column(kwargs, "finish_reason", n))
+        return ["stop"] * n
+
+
 def _n_steps(kwargs: dict[str, Any], n: int) -> list[int]:
     if kwargs.get("n_steps") is not None:
         return [int(x) for x in _column(kwargs, "n_steps", n)]
@@ -64,7 +99,7 @@ def _n_steps(kwargs: dict[str, Any], n: int) -> list[int]:
     raise ValueError("the reward needs the dataset column 'n_steps' (or 'steps'); neither was passed")
 
 
-class FormatReward:
+class FormatReward(TruncationMixin):
     """1.0 when the completion is a valid verifier answer (SPEC section 2), else 0.0."""
 
     def __init__(self) -> None:
@@ -73,8 +108,9 @@ class FormatReward:
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         n_steps = _n_steps(kwargs, len(completions))
-        scores = [1.0 if parse_verifier_output(completion_text(c), k, None).valid else 0.0
-                  for c, k in zip(completions, n_steps, strict=True)]
+        finishes = self.finish_reasons(kwargs, len(completions))
+        scores = [1.0 if parse_verifier_output(completion_text(c), k, f).valid else 0.0
+                  for c, k, f in zip(completions, n_steps, finishes, strict=True)]
         valid = int(sum(scores))
         self.counts.update({"valid": valid, "invalid": len(scores) - valid})
         log_metric = kwargs.get("log_metric")
@@ -83,7 +119,7 @@ class FormatReward:
         return scores
 
 
-class MetaVerifierReward:
+class MetaVerifierReward(TruncationMixin):
     """The meta-verifier level of each completion as a reward (training scale by default).
 
     Args:
@@ -129,8 +165,9 @@ class MetaVerifierReward:
             steps, problems = _column(kwargs, "steps", n), _column(kwargs, "problem", n)
         else:  # step indices only: the count is all the parser needs
             steps, problems = [["(step)"] * k for k in n_steps], [""] * n
-        return [GradeItem(problem=p, steps=list(s), text=completion_text(c), annotation=a, finish_reason=None)
-                for c, a, s, p in zip(completions, anns, steps, problems, strict=True)]
+        finishes = self.finish_reasons(kwargs, n)
+        return [GradeItem(problem=p, steps=list(s), text=completion_text(c), annotation=a, finish_reason=f)
+                for c, a, s, p, f in zip(completions, anns, steps, problems, finishes, strict=True)]
 
     def _finish(self, results: list[GradeResult], log_metric: Callable[[str, float], None] | None
                 ) -> list[float | None]:

@@ -61,7 +61,7 @@ def _steps_label(steps: list[int]) -> str:
 
 def judge_user_prompt(problem: str, steps: list[str], verdict: Verdict, annotation: Annotation) -> str:
     """The judge's user turn. Everything that came from a proof or a model is neutralised."""
-    errors = "\n".join(neutralise(e.text) for e in verdict.errors) or "(none)"
+    errors = neutralise(verdict.errors) or "(none)"
     fatal = annotation.first_fatal_error_step
     parts = [
         "Grade the verifier's assessment of the proof below against the expert annotation. "

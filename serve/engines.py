@@ -12,8 +12,11 @@ and `InProcessEngine` (vLLM's AsyncLLM) in `proofcheck.serve.inprocess`.
 
 Transport faults (connection errors, timeouts, 5xx, 429, a stream cut short, garbage) are
 retried with bounded backoff, re-asking only for the samples that have not finished; when the
-retries are spent the unfinished samples come back with `error` set, which the verifier turns
-into invalid passes: a fault is never an accept.
+retries are spent (or the error is not worth retrying, e.g. a 400 for a prompt too long) the
+unfinished samples come back with `error` and `error_status` set, which the verifier turns into
+"error" passes: a fault is never a verdict. A 401/403/404 (wrong key, URL or model) raises
+`proofcheck.http_errors.EndpointStop` at once, with the fix in its message. What is retryable
+is decided by `proofcheck.http_errors.classify`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from proofcheck.http_errors import EndpointError, EndpointStop, classify, error_message
 
 StopWhen = Callable[[list["PassOutput"]], bool]
 
@@ -40,6 +45,7 @@ class PassOutput:
     completion_tokens: int = 0
     cancelled: bool = False
     error: str | None = None
+    error_status: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -88,29 +94,23 @@ class RetryPolicy:
 
 
 class TransportError(Exception):
-    """A request to the engine failed; `retryable` says whether trying again may help."""
+    """A request to the engine failed; `retryable` says whether trying again may help.
 
-    def __init__(self, message: str, retryable: bool, retry_after: str | None = None):
+    `status` is the HTTP status (None without a response); `kind` is `classify(status, message)`.
+    """
+
+    def __init__(self, message: str, retryable: bool, retry_after: str | None = None, status: int | None = None):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.status = status
+        self.kind = classify(status, message) if status is not None else "retryable" if retryable else "fatal"
 
 
 def endpoint_root(url: str) -> str:
     """`http://h:p/v1/` -> `http://h:p` (our service and vLLM are both addressed from the root)."""
     url = url.rstrip("/")
     return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
-def _error_message(status: int, body: bytes) -> str:
-    try:
-        err = json.loads(body)
-        msg = err.get("error", {}).get("message") if isinstance(err.get("error"), dict) else err.get("message")
-        if msg:
-            return f"HTTP {status}: {msg}"
-    except (ValueError, AttributeError):
-        pass
-    return f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}"
 
 
 class _Stream:
@@ -186,7 +186,7 @@ class RemoteEngine:
         """`n` samples of `messages` in one streamed request (see module docstring)."""
         passes = [PassOutput(i) for i in range(n)]
         finished: list[PassOutput] = []
-        prompt_tokens, attempt, last_error = 0, 0, ""
+        prompt_tokens, attempt, last_error, last_status = 0, 0, "", None
         while True:
             pending = [p for p in passes if not p.finished]
             for p in pending:  # a retry starts the unfinished samples afresh
@@ -210,7 +210,10 @@ class RemoteEngine:
                 raise TransportError("the stream ended before every choice finished", retryable=True)
             except TransportError as e:
                 prompt_tokens = stream.prompt_tokens or prompt_tokens
-                last_error, retryable, retry_after = str(e), e.retryable, e.retry_after
+                last_error, retryable, retry_after, last_status = str(e), e.retryable, e.retry_after, e.status
+                if e.kind in ("auth", "not_found"):
+                    raise EndpointStop(EndpointError(str(e), e.status, e.kind), self.base_url,
+                                       model or self.model) from e
             if not retryable or attempt >= self.retry.max_retries:
                 break
             await asyncio.sleep(self.retry.delay(attempt, retry_after))
@@ -218,6 +221,7 @@ class RemoteEngine:
         for p in passes:
             if not p.finished:
                 p.error = f"{last_error} (after {attempt + 1} attempt(s))"
+                p.error_status = last_status
         return Generation(passes, prompt_tokens, attempt + 1)
 
     async def _stream(self, body: dict[str, Any], stream: _Stream, finished: list[PassOutput],
@@ -229,8 +233,9 @@ class RemoteEngine:
             async with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body) as resp:
                 if resp.status_code != 200:
                     raw = await resp.aread()
-                    raise TransportError(_error_message(resp.status_code, raw), resp.status_code in RETRY_STATUSES,
-                                         resp.headers.get("retry-after"))
+                    msg = error_message(resp.status_code, raw)
+                    raise TransportError(msg, classify(resp.status_code, msg) == "retryable",
+                                         resp.headers.get("retry-after"), resp.status_code)
                 if "text/event-stream" not in resp.headers.get("content-type", ""):
                     # a server that ignored stream=True: one JSON body
                     raw = await resp.aread()

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from proofcheck.decision import RULES, is_decided
-from proofcheck.protocol import verifier_messages
+from proofcheck.protocol import template_messages, verifier_messages
 from proofcheck.serve.engines import (
     Generation,
     PassEngine,
@@ -48,7 +48,8 @@ def _parse(p: PassOutput, n_steps: int) -> PassResult:
     error = p.error
     if error is None and p.finish_reason is None:
         error = "the engine returned an unfinished generation"
-    return parse_pass(p.text, n_steps, p.finish_reason, p.completion_tokens, error=error)
+    return parse_pass(p.text, n_steps, p.finish_reason, p.completion_tokens, error=error,
+                      error_status=p.error_status)
 
 
 def stop_rule(n_steps: int, n: int, rule: str) -> StopWhen:
@@ -77,8 +78,10 @@ class Verifier:
     """k-pass pessimistic verification over any `PassEngine` (in-process or remote)."""
 
     def __init__(self, engine: PassEngine, *, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
-                 temperature: float = 1.0, max_tokens: int = 1024, model: str | None = None):
+                 temperature: float = 1.0, max_tokens: int = 1024, model: str | None = None,
+                 prompt_template: str | None = None):
         check_request(["x"], passes, rule)
+        self.prompt_template = prompt_template  # a release-format prompt file's text (one user turn)
         self.engine = engine
         self.passes = passes
         self.rule = rule
@@ -94,8 +97,10 @@ class Verifier:
         rule = rule or self.rule
         check_request(steps, k, rule)
         t0 = time.perf_counter()
+        messages = (template_messages(self.prompt_template, problem, steps, reference) if self.prompt_template
+                    else verifier_messages(problem, steps, reference))
         gen = await self.engine.verify_passes(
-            verifier_messages(problem, steps, reference), k, temperature=self.temperature,
+            messages, k, temperature=self.temperature,
             max_tokens=max_tokens or self.max_tokens, seed=seed,
             stop_when=None if all_passes else stop_rule(len(steps), k, rule), model=model or self.model)
         return assemble(gen, len(steps), rule, time.perf_counter() - t0)
@@ -107,8 +112,9 @@ class Verifier:
 class ServiceVerifier:
     """The same `verify` interface over our HTTP service (`POST /v1/verify`).
 
-    A service that stays unreachable after the client's bounded retries yields a result whose
-    passes are all invalid with `error` set, decided by the rule: never an accept.
+    A service that stays unreachable after the client's bounded retries, or refuses one request
+    (e.g. a prompt too long), yields a result whose passes are all "error" passes (status and
+    message kept): never a verdict. A 401/403/404 raises `EndpointStop` with the fix.
     """
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
@@ -132,9 +138,12 @@ class ServiceVerifier:
                                             all_passes=all_passes, seed=seed, model=model or self.model,
                                             max_tokens=max_tokens)
         except VerifyAPIError as e:
-            if e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429):
-                raise  # our request was wrong: say so rather than record a verdict
-            failed = [parse_pass("", len(steps), None, error=str(e)) for _ in range(k)]
+            from proofcheck.http_errors import EndpointError, EndpointStop, classify
+            from proofcheck.verification import error_pass
+
+            if classify(e.status, str(e)) in ("auth", "not_found"):
+                raise EndpointStop(EndpointError(str(e), e.status), self.client.url, model or self.model) from e
+            failed = [error_pass(str(e), e.status) for _ in range(k)]
             return summarise(failed, rule, latency_s=time.perf_counter() - t0)
         return result_from_response(body)
 
@@ -175,7 +184,7 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
                   api_key: str | None = None, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
                   temperature: float = 1.0, max_tokens: int = 1024, timeout_s: float = 600.0,
                   retry: RetryPolicy | None = None, lora: tuple[str, str] | None = None,
-                  **engine_args: Any) -> Verifier | ServiceVerifier:
+                  prompt_template: str | None = None, **engine_args: Any) -> Verifier | ServiceVerifier:
     """The one entry point: a verifier over our service, a vLLM server, or an in-process engine.
 
     - `endpoint` is our service (detected by `GET /health`, or `kind="service"`): `model` picks
@@ -184,6 +193,8 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
       name (default: the first one it lists);
     - no `endpoint`: `model` is a local path served in-process by vLLM's AsyncLLM (`lora`,
       `engine_args` go to the engine).
+    `prompt_template` (a release-format verifier prompt file's text) replaces our prompt; our
+    service builds its own prompt, so it cannot take one.
     """
     if endpoint is None:
         if not model:
@@ -191,14 +202,18 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
         from proofcheck.serve.inprocess import InProcessEngine
 
         return Verifier(InProcessEngine(model, lora=lora, **engine_args), passes=passes, rule=rule,
-                        temperature=temperature, max_tokens=max_tokens)
+                        temperature=temperature, max_tokens=max_tokens, prompt_template=prompt_template)
     if kind == "auto":
         kind = detect_endpoint(endpoint, api_key=api_key)
     if kind == "service":
+        if prompt_template is not None:
+            raise ValueError(f"--prompt-file: {endpoint} is a proofcheck service, which builds its own prompt; "
+                             "point --endpoint at the vLLM server itself to use a prompt file")
         return ServiceVerifier(endpoint_root(endpoint), api_key=api_key, timeout_s=timeout_s, retry=retry,
                                passes=passes, rule=rule, model=model)
     if kind != "vllm":
         raise ValueError(f"kind: expected auto, service or vllm, got {kind!r}")
     name = model or first_model(endpoint, api_key=api_key)
     engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry)
-    return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens)
+    return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens,
+                    prompt_template=prompt_template)

@@ -160,6 +160,9 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
     trainer = GRPOTrainer(model=model_args.model_name_or_path, reward_funcs=rewards, args=training,
                           train_dataset=to_dataset(data.train), eval_dataset=eval_ds,
                           peft_config=get_peft_config(model_args))
+    for fn in rewards:  # one truncation rule: a completion cut by max_completion_length is invalid
+        if hasattr(fn, "configure_truncation"):
+            fn.configure_truncation(trainer.eos_token_ids, training.max_completion_length)
     history = RunHistoryCallback()
     trainer.add_callback(history)
     eval_cb = None

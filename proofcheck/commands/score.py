@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from proofcheck.commands._common import add_command, fail, print_json
+from proofcheck.commands._common import (
+    EXIT_INCOMPLETE,
+    EXIT_USAGE,
+    UsageError,
+    add_command,
+    api_key,
+    fail,
+    print_json,
+)
 
 
 def _add_verifier_args(p: argparse.ArgumentParser) -> None:
@@ -14,12 +23,15 @@ def _add_verifier_args(p: argparse.ArgumentParser) -> None:
                      "http://127.0.0.1:8000/v1)")
     src.add_argument("--model", help="a local model folder, run in-process with vLLM")
     p.add_argument("--endpoint-model", help="model name at an OpenAI-compatible --endpoint (default: its first model)")
-    p.add_argument("--api-key-env", help="environment variable holding the endpoint's API key")
+    p.add_argument("--api-key-env", help="environment variable holding the endpoint's API key (must be set)")
+    p.add_argument("--prompt-file", help="verifier prompt file in the AdvancedMathBench release's format (one user "
+                   "message with {problem}, {human_solution}, {solution}); its hash is kept in the manifest")
     p.add_argument("--concurrency", type=int, default=4, help="proofs verified at once")
     p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per verifier pass")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same passes on vLLM)")
     p.add_argument("--out", required=True, help="run folder: records.jsonl, summary.json, report.md, *.png")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (same inputs only)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (same inputs and "
+                   "prompt only); re-runs exactly the passes that got an endpoint error")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -39,6 +51,8 @@ def register(sub: Any) -> None:
                     "TPR/TNR, first-error-step accuracy, report and plots.")
     v.add_argument("--data", required=True, help="annotated proofs JSONL (VerifierBench format)")
     v.add_argument("--repeats", type=int, default=4, help="verifier runs per proof")
+    v.add_argument("--with-reference", action="store_true", help="show the verifier the reference solution (the "
+                   "release's VerifierBench does not; off by default)")
     v.add_argument("--judge-endpoint", help="OpenAI-compatible endpoint of the meta-verifier judge (enables meta metrics)")
     v.add_argument("--judge-model", help="judge model name at --judge-endpoint")
     v.add_argument("--judge-cache-dir", default=None, help="judge answer cache (default: <out>/judge-cache)")
@@ -65,21 +79,19 @@ def _print(summary: dict, args: argparse.Namespace, keys: tuple[str, ...], title
     print(f"report: {args.out}/report.md  summary: {args.out}/summary.json  plots: {args.out}/*.png")
 
 
-def _make_verifier(args: argparse.Namespace) -> tuple[Any, str]:
+def _make_verifier(args: argparse.Namespace, template: str | None) -> tuple[Any, str]:
     """The verifier the run uses, and the id recorded in its manifest (a resume must match it)."""
     import os
 
     from proofcheck.serve.verifier import make_verifier
 
-    key = None
-    if args.api_key_env:
-        key = os.environ.get(args.api_key_env)
-        if not key:
-            raise ValueError(f"--api-key-env {args.api_key_env}: the variable is not set")
+    key = api_key(args.api_key_env)
     if args.endpoint:
-        v = make_verifier(endpoint=args.endpoint, model=args.endpoint_model, api_key=key, max_tokens=args.max_tokens)
+        v = make_verifier(endpoint=args.endpoint, model=args.endpoint_model, api_key=key, max_tokens=args.max_tokens,
+                          prompt_template=template)
         return v, f"{args.endpoint}#{args.endpoint_model or 'default'}"
-    return make_verifier(model=args.model, max_tokens=args.max_tokens), f"local:{os.path.abspath(args.model)}"
+    return (make_verifier(model=args.model, max_tokens=args.max_tokens, prompt_template=template),
+            f"local:{os.path.abspath(args.model)}")
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -90,23 +102,52 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _template(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The prompt file's text (or None) and the prompt hash for the manifest."""
+    from proofcheck.protocol import check_template, prompt_sha256
+
+    if not args.prompt_file:
+        return None, prompt_sha256()
+    text = open(args.prompt_file, encoding="utf-8").read()
+    check_template(text, args.prompt_file)
+    return text, prompt_sha256(text)
+
+
+def _finish(summary: dict) -> int:
+    """0 for a complete run; 3 (and what is missing, on stderr) for an incomplete one."""
+    if summary.get("complete", True):
+        return 0
+    parts = [f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records", "grader_failures",
+                                                              "problems_without_submission") if summary.get(k)]
+    hint = " (rerun the same command with --resume to retry them)" if summary.get("errored_passes") else ""
+    print(f"incomplete run: {', '.join(parts)}{hint}", file=sys.stderr)
+    return EXIT_INCOMPLETE
+
+
 def _prover(args: argparse.Namespace) -> int:
     if (msg := _check(args)) is not None:
         return fail(msg)
     from proofcheck.bench.scoring import score_prover
     from proofcheck.data.loaders import DataError
+    from proofcheck.http_errors import EndpointStop
     from proofcheck.rundir import RunDirError
 
     try:
-        verifier, verifier_id = _make_verifier(args)
+        template, phash = _template(args)
+        verifier, verifier_id = _make_verifier(args, template)
         summary = score_prover(args.problems, args.submissions, verifier, verifier_id, args.out,
                                passes=args.passes, rule=args.rule, concurrency=args.concurrency, resume=args.resume,
-                               max_tokens=args.max_tokens, seed=args.seed)
+                               max_tokens=args.max_tokens, seed=args.seed, prompt_hash=phash)
+    except UsageError as e:
+        return fail(str(e), EXIT_USAGE)
+    except EndpointStop as e:
+        return fail(f"{e} (records so far are kept in {args.out}; rerun with --resume)", EXIT_INCOMPLETE)
     except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
         return fail(str(e))
-    _print(summary, args, ("n_problems", "n_submissions", "pessimistic", "pass_any_sample", "verifier_valid_rate"),
+    _print(summary, args, ("n_problems", "n_submissions", "pessimistic", "pass_any_sample", "verifier_valid_rate",
+                           "generation_failure_rate", "errored_passes"),
            f"ProverBench ({args.rule}, {args.passes} passes)")
-    return 0
+    return _finish(summary)
 
 
 def _verifier(args: argparse.Namespace) -> int:
@@ -116,10 +157,12 @@ def _verifier(args: argparse.Namespace) -> int:
         return fail("--judge-endpoint and --judge-model go together")
     from proofcheck.bench.scoring import score_verifier
     from proofcheck.data.loaders import DataError
+    from proofcheck.http_errors import EndpointStop
     from proofcheck.rundir import RunDirError
 
     try:
-        verifier, verifier_id = _make_verifier(args)
+        template, phash = _template(args)
+        verifier, verifier_id = _make_verifier(args, template)
         from proofcheck.bench.meta import make_trial_grader
 
         # meta levels always: structural without a judge, hybrid min(structural, judge) with one
@@ -129,13 +172,19 @@ def _verifier(args: argparse.Namespace) -> int:
         summary = score_verifier(args.data, verifier, verifier_id, args.out, repeats=args.repeats,
                                  grader=grader, judge_id=judge_id,
                                  concurrency=args.concurrency, resume=args.resume, max_tokens=args.max_tokens,
-                                 seed=args.seed)
+                                 seed=args.seed, with_reference=args.with_reference, prompt_hash=phash)
+    except UsageError as e:
+        return fail(str(e), EXIT_USAGE)
+    except EndpointStop as e:
+        return fail(f"{e} (records so far are kept in {args.out}; rerun with --resume)", EXIT_INCOMPLETE)
     except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
         return fail(str(e))
-    _print(summary, args, ("n_proofs", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
-                           "first_error_step_accuracy", "verifier_valid_rate", "meta_ver_tpr", "meta_ver_tnr",
-                           "meta_ver_bal_f1"), f"VerifierBench ({args.repeats} repeats)")
-    return 0
+    ref = "with reference solution" if args.with_reference else "no reference solution"
+    _print(summary, args, ("n_proofs", "rough_accuracy", "rough_tpr", "rough_tnr", "rough_bal_f1",
+                           "balanced_accuracy", "first_error_step_accuracy", "verifier_valid_rate", "meta_ver_tpr",
+                           "meta_ver_tnr", "meta_ver_bal_f1", "meta_valid_rate"),
+           f"VerifierBench ({args.repeats} repeats, {ref}, meta on the benchmark scale 1/.75/.5/0)")
+    return _finish(summary)
 
 
 def register_generate(sub: Any) -> None:
@@ -151,22 +200,25 @@ def register_generate(sub: Any) -> None:
     g.add_argument("--seed", type=int, default=None, help="sampling seed")
     g.add_argument("--concurrency", type=int, default=4, help="problems in flight at once")
     g.add_argument("--out", required=True, help="submissions JSONL (appended as samples arrive)")
-    g.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    g.add_argument("--resume", action="store_true", help="continue an interrupted run: generate exactly the samples "
+                   "still missing (including those that got an endpoint error)")
     g.set_defaults(handler=_generate)
 
 
 def _generate(args: argparse.Namespace) -> int:
-    import os
-
     if args.samples < 1 or args.concurrency < 1:
         return fail("--samples and --concurrency must be >= 1")
     from proofcheck.bench.generate import generate
     from proofcheck.data.loaders import DataError
+    from proofcheck.http_errors import EndpointStop
 
+    try:
+        key = api_key(args.api_key_env)
+    except UsageError as e:
+        return fail(str(e), EXIT_USAGE)
     if args.endpoint:
         from proofcheck.serve.engines import RemoteEngine
 
-        key = os.environ.get(args.api_key_env) if args.api_key_env else None
         engine = RemoteEngine(args.endpoint, args.model, api_key=key)
     else:
         from proofcheck.serve.inprocess import InProcessEngine
@@ -176,7 +228,14 @@ def _generate(args: argparse.Namespace) -> int:
         counts = generate(args.problems, engine, args.model, args.out, samples=args.samples,
                           temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed,
                           resume=args.resume, concurrency=args.concurrency)
+    except EndpointStop as e:
+        return fail(f"{e} (samples so far are kept in {args.out}; rerun with --resume)", EXIT_INCOMPLETE)
     except (DataError, FileNotFoundError, ValueError) as e:
         return fail(str(e))
     print(f"{args.out}: {counts['written']} submissions ({counts['failed']} failed generations kept as failed)")
+    if counts["errored"]:
+        first = counts["errors"][0]
+        print(f"incomplete: {counts['errored']} samples got an endpoint error and were not written (first: "
+              f"{first['error']}); rerun with --resume to generate exactly those", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0

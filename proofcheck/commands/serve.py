@@ -136,7 +136,8 @@ def _first_error(result: Any, steps: list[str]) -> str | None:
     for p in result.passes:
         if p.status == "valid" and p.first_error_step == step:
             v = parse_verifier_output(p.text, len(steps), p.finish_reason).verdict
-            item = next((e.text for e in (v.errors if v else ()) if e.step == step), "")
+            lines = [ln.strip() for ln in (v.errors if v else "").splitlines() if ln.strip()]
+            item = next((ln for ln in lines if str(step) in ln), lines[0] if lines else "")[:200]
             return f"step {step} ({votes[str(step)]} vote(s)): {item}".rstrip(": ")
     return f"step {step}"
 

@@ -127,4 +127,5 @@ def test_bad_rule_and_outcome():
         decide(["accept"], "mostly")
     with pytest.raises(ValueError, match="unknown pass outcome"):
         decide(["yes"], "unanimous")
-    assert vote_counts(["accept", "invalid", "invalid"]) == {"accept": 1, "reject": 0, "invalid": 2, "cancelled": 0}
+    assert vote_counts(["accept", "invalid", "error"]) == {"accept": 1, "reject": 0, "invalid": 1, "cancelled": 0,
+                                                         "error": 1}

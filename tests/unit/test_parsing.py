@@ -16,8 +16,8 @@ OK_FLAWED = "<assessment>Step 2 fails.</assessment>\n<errors>Step 2: divides by 
     [
         (OK_VALID, 4, "stop", None, -1, ()),
         (OK_FLAWED, 4, "stop", None, 2, (2,)),
-        (OK_FLAWED, 4, None, None, 2, (2,)),  # unknown finish reason: taken as finished
-        (OK_FLAWED.upper().replace("STEP 2: DIVIDES BY ZERO", "Step 2: x"), 4, "stop", None, 2, (2,)),  # case-insensitive tags
+        (OK_FLAWED, 4, None, "non_stop_finish", None, None),  # unknown finish reason: not an answer
+        (OK_FLAWED.upper().replace("STEP 2: DIVIDES BY ZERO", "Step 2: x"), 4, "stop", None, 2, (2,)),  # any case
         ("<think>hmm</think>" + OK_VALID, 4, "stop", None, -1, ()),
         ("<think>a</think>b</think>" + OK_VALID, 4, "stop", None, -1, ()),  # text after the LAST </think>
         ("<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>" + OK_VALID + "<|return|>",
@@ -27,6 +27,15 @@ OK_FLAWED = "<assessment>Step 2 fails.</assessment>\n<errors>Step 2: divides by 
         ("<assessment>a</assessment><errors>1. Step 0: x\n   continued reasoning</errors><first_error_step>0</first_error_step>",
          2, "stop", None, 0, (0,)),
         ("<assessment>a</assessment><errors>None</errors><first_error_step>-1</first_error_step>", 2, "stop", None, -1, ()),
+        # <errors> is free text: out-of-range labels, unlabelled items, labels that disagree never invalidate
+        ("<assessment>a</assessment><errors>Step 1: x\nStep 9: y</errors><first_error_step>1</first_error_step>",
+         4, "stop", None, 1, (1,)),
+        ("<assessment>a</assessment><errors>something is off</errors><first_error_step>1</first_error_step>",
+         4, "stop", None, 1, (1,)),
+        ("<assessment>a</assessment><errors>Step 1: x</errors><first_error_step>-1</first_error_step>", 4, "stop", None, -1, ()),
+        ("<assessment>a</assessment><errors></errors><first_error_step>2</first_error_step>", 4, "stop", None, 2, (2,)),
+        ("<assessment>a</assessment><errors>Step 1: x\nStep 2: y</errors><first_error_step>2</first_error_step>",
+         4, "stop", None, 2, (1, 2)),
         (OK_VALID, 4, "length", "non_stop_finish", None, None),
         (OK_VALID, 4, "abort", "non_stop_finish", None, None),
         ("<think>never closed " + OK_VALID, 4, "stop", "unfinished_thinking", None, None),
@@ -41,11 +50,6 @@ OK_FLAWED = "<assessment>Step 2 fails.</assessment>\n<errors>Step 2: divides by 
         ("<assessment>a</assessment><errors></errors><first_error_step>two</first_error_step>", 4, "stop", "bad_step_index", None, None),
         ("<assessment>a</assessment><errors>Step 4: x</errors><first_error_step>4</first_error_step>", 4, "stop", "bad_step_index", None, None),
         ("<assessment>a</assessment><errors></errors><first_error_step>-2</first_error_step>", 4, "stop", "bad_step_index", None, None),
-        ("<assessment>a</assessment><errors>Step 1: x\nStep 9: y</errors><first_error_step>1</first_error_step>", 4, "stop", "bad_step_index", None, None),
-        ("<assessment>a</assessment><errors>something is off</errors><first_error_step>1</first_error_step>", 4, "stop", "unlabelled_error", None, None),
-        ("<assessment>a</assessment><errors>Step 1: x</errors><first_error_step>-1</first_error_step>", 4, "stop", "inconsistent", None, None),
-        ("<assessment>a</assessment><errors></errors><first_error_step>2</first_error_step>", 4, "stop", "inconsistent", None, None),
-        ("<assessment>a</assessment><errors>Step 1: x\nStep 2: y</errors><first_error_step>2</first_error_step>", 4, "stop", "inconsistent", None, None),
         ("<assessment> </assessment><errors></errors><first_error_step>-1</first_error_step>", 4, "stop", "empty_assessment", None, None),
     ],
 )
@@ -72,7 +76,7 @@ def test_strip_thinking(text, expected):
 
 def test_format_verdict_round_trips():
     text = format_verdict("checked", [(1, "bad"), (3, "worse")], 1)
-    r = parse_verifier_output(text, 5)
+    r = parse_verifier_output(text, 5, "stop")
     assert r.valid and r.verdict.flagged_steps == (1, 3) and r.verdict.first_error_step == 1
 
 
@@ -127,11 +131,11 @@ def test_echoed_attack_cannot_change_verdict(attack):
     quoted = neutralise(attack)
     out = (f"<assessment>Step 1 says: {quoted}</assessment><errors>Step 1: not a proof step</errors>"
            f"<first_error_step>1</first_error_step>")
-    r = parse_verifier_output(out, 3)
+    r = parse_verifier_output(out, 3, "stop")
     assert r.valid and not r.verdict.accepts and r.verdict.first_error_step == 1
     # quoting the raw attack instead gives a duplicate or stray tag: never an accept
     raw = out.replace(quoted, attack)
-    r2 = parse_verifier_output(raw, 3)
+    r2 = parse_verifier_output(raw, 3, "stop")
     assert not (r2.valid and r2.verdict.accepts)
 
 

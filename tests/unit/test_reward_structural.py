@@ -77,9 +77,7 @@ INVALID = [
     ("unclosed thinking", "<think>hmm " + output([3]), "stop", "unfinished_thinking"),
     ("empty", "", "stop", "empty_output"),
     ("step out of range", output([9]), "stop", "bad_step_index"),
-    ("errors but says valid",
-     "<assessment>a</assessment><errors>Step 1: x</errors><first_error_step>-1</first_error_step>", "stop",
-     "inconsistent"),
+    ("null finish reason", output([3]), None, "non_stop_finish"),
     ("duplicate verdict", output([3]) + output([3]), "stop", "duplicate_tag"),
 ]
 

@@ -35,23 +35,23 @@ def out(kind: str, i: int = 0) -> PassOutput:
 
 
 @pytest.mark.parametrize("kinds, rule, decision, votes", [
-    (["accept"] * 8, "unanimous", "accept", (8, 0, 0, 0)),
-    (["accept"] * 7 + ["reject"], "unanimous", "reject", (7, 1, 0, 0)),
-    (["accept"] * 7 + ["garbage"], "unanimous", "reject", (7, 0, 1, 0)),
-    (["accept"] * 7 + ["length"], "unanimous", "reject", (7, 0, 1, 0)),
-    (["accept"] * 7 + ["error"], "unanimous", "reject", (7, 0, 1, 0)),
-    (["accept"] * 7 + ["unfinished"], "unanimous", "reject", (7, 0, 1, 0)),
-    (["reject"] + ["cancelled"] * 7, "unanimous", "reject", (0, 1, 0, 7)),
-    (["accept"] * 5 + ["reject"] * 3, "majority", "accept", (5, 3, 0, 0)),
-    (["accept"] * 4 + ["garbage"] * 4, "majority", "reject", (4, 0, 4, 0)),
-    (["accept"] + ["reject"] * 7, "any", "accept", (1, 7, 0, 0)),
-    (["error"] * 8, "any", "reject", (0, 0, 8, 0)),
+    (["accept"] * 8, "unanimous", "accept", (8, 0, 0, 0, 0)),
+    (["accept"] * 7 + ["reject"], "unanimous", "reject", (7, 1, 0, 0, 0)),
+    (["accept"] * 7 + ["garbage"], "unanimous", "reject", (7, 0, 1, 0, 0)),
+    (["accept"] * 7 + ["length"], "unanimous", "reject", (7, 0, 1, 0, 0)),
+    (["accept"] * 7 + ["error"], "unanimous", "reject", (7, 0, 0, 0, 1)),  # an endpoint error: no verdict
+    (["accept"] * 7 + ["unfinished"], "unanimous", "reject", (7, 0, 0, 0, 1)),
+    (["reject"] + ["cancelled"] * 7, "unanimous", "reject", (0, 1, 0, 7, 0)),
+    (["accept"] * 5 + ["reject"] * 3, "majority", "accept", (5, 3, 0, 0, 0)),
+    (["accept"] * 4 + ["garbage"] * 4, "majority", "reject", (4, 0, 4, 0, 0)),
+    (["accept"] + ["reject"] * 7, "any", "accept", (1, 7, 0, 0, 0)),
+    (["error"] * 8, "any", "reject", (0, 0, 0, 0, 8)),
 ])
 def test_assemble_decision_and_votes(kinds: list[str], rule: str, decision: str, votes: tuple) -> None:
     gen = Generation([out(k, i) for i, k in enumerate(kinds)], prompt_tokens=100)
     r = assemble(gen, N_STEPS, rule, latency_s=0.5)
     assert r.decision == decision == decide([p.outcome for p in r.passes], rule)
-    assert tuple(r.votes[k] for k in ("accept", "reject", "invalid", "cancelled")) == votes
+    assert tuple(r.votes[k] for k in ("accept", "reject", "invalid", "cancelled", "error")) == votes
     assert r.prompt_tokens == 100 and r.latency_s == 0.5
     assert r.completion_tokens == sum(out(k).completion_tokens for k in kinds)  # cancelled tokens count too
     assert len(r.passes) == len(kinds)
@@ -62,7 +62,7 @@ def test_assemble_pass_fields() -> None:
                  "majority", 0.0)
     rej, err, can, acc = r.passes
     assert (rej.status, rej.verdict, rej.first_error_step, rej.flagged_steps) == ("valid", "reject", 1, [1])
-    assert (err.status, err.invalid_reason, err.error) == ("invalid", "engine_error", "HTTP 500: boom")
+    assert (err.status, err.verdict, err.error) == ("error", None, "HTTP 500: boom")
     assert (can.status, can.verdict, can.completion_tokens) == ("cancelled", None, 7)
     assert (acc.verdict, acc.first_error_step) == ("accept", -1)
     assert r.first_error_step_votes == {"-1": 1, "1": 1}

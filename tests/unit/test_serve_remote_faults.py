@@ -33,13 +33,13 @@ def verify(url: str, *, timeout_s: float = 10.0, **kwargs: object):
 
 
 @pytest.mark.parametrize("contents, rule, all_passes, decision, votes", [
-    ([OK] * 8, "unanimous", False, "accept", (8, 0, 0, 0)),
-    ([OK] * 2 + [BAD] + [OK] * 5, "unanimous", False, "reject", (2, 1, 0, 5)),  # early reject at the 3rd
-    ([OK] * 2 + [BAD] + [OK] * 5, "unanimous", True, "reject", (7, 1, 0, 0)),
-    (["not a verdict"] + [OK] * 7, "unanimous", False, "reject", (0, 0, 1, 7)),
-    ([OK] * 5 + [BAD] * 3, "majority", True, "accept", (5, 3, 0, 0)),
-    ([BAD] * 4 + [OK] * 4, "majority", False, "reject", (0, 4, 0, 4)),
-    ([BAD] * 7 + [OK], "any", False, "accept", (1, 7, 0, 0)),
+    ([OK] * 8, "unanimous", False, "accept", (8, 0, 0, 0, 0)),
+    ([OK] * 2 + [BAD] + [OK] * 5, "unanimous", False, "reject", (2, 1, 0, 5, 0)),  # early reject at the 3rd
+    ([OK] * 2 + [BAD] + [OK] * 5, "unanimous", True, "reject", (7, 1, 0, 0, 0)),
+    (["not a verdict"] + [OK] * 7, "unanimous", False, "reject", (0, 0, 1, 7, 0)),
+    ([OK] * 5 + [BAD] * 3, "majority", True, "accept", (5, 3, 0, 0, 0)),
+    ([BAD] * 4 + [OK] * 4, "majority", False, "reject", (0, 4, 0, 4, 0)),
+    ([BAD] * 7 + [OK], "any", False, "accept", (1, 7, 0, 0, 0)),
 ])
 def test_exact_decisions(contents: list[str], rule: str, all_passes: bool, decision: str, votes: tuple) -> None:
     with ScriptedServer(lambda req, i: Reply(contents)) as srv:
@@ -71,20 +71,37 @@ def test_transient_fault_then_success(first: Reply, name: str) -> None:
     assert r.votes["accept"] == 8 and len(srv.calls) == 2
 
 
-@pytest.mark.parametrize("reply, calls, message", [
-    (Reply(status=500), 3, "HTTP 500"),
-    (Reply(status=429), 3, "HTTP 429"),
-    (Reply(OK, delay_s=2.0), 3, "timeout"),
-    (Reply(body="garbage", status=200), 3, "malformed"),
-    (Reply(status=400), 1, "HTTP 400"),  # our request is wrong: retrying cannot help
+TOO_LONG = ('{"error": {"message": "This model\'s maximum context length is 2048 tokens. However, you requested '
+            '4096 tokens.", "type": "BadRequestError", "code": 400}}')
+
+
+@pytest.mark.parametrize("reply, calls, message, status", [
+    (Reply(status=500), 3, "HTTP 500", 500),
+    (Reply(status=429), 3, "HTTP 429", 429),
+    (Reply(OK, delay_s=2.0), 3, "timeout", None),
+    (Reply(body="garbage", status=200), 3, "malformed", None),
+    (Reply(status=400), 1, "HTTP 400", 400),  # our request is wrong: retrying cannot help
+    (Reply(status=400, body=TOO_LONG), 1, "maximum context length", 400),
 ])
-def test_persistent_fault_gives_invalid_passes(reply: Reply, calls: int, message: str) -> None:
+def test_persistent_fault_gives_error_passes(reply: Reply, calls: int, message: str, status: int | None) -> None:
+    """An endpoint failure is an "error" pass with its status and message: never a verdict, never invalid."""
     with ScriptedServer(lambda req, i: reply) as srv:
         r = verify(srv.url, timeout_s=0.5, rule="any")
     assert r.decision == "reject"  # never an accept, whatever the rule
-    assert r.votes == {"accept": 0, "reject": 0, "invalid": 8, "cancelled": 0}
-    assert all(p.invalid_reason == "engine_error" and message in (p.error or "") for p in r.passes)
+    assert r.votes == {"accept": 0, "reject": 0, "invalid": 0, "cancelled": 0, "error": 8}
+    assert all(p.status == "error" and message in (p.error or "") and p.error_status == status for p in r.passes)
     assert len(srv.calls) == calls
+
+
+@pytest.mark.parametrize("status, fix", [(401, "--api-key-env"), (403, "--api-key-env"), (404, "served model name")])
+def test_wrong_key_or_model_stops_at_once_with_the_fix(status: int, fix: str) -> None:
+    from proofcheck.http_errors import EndpointStop
+
+    with ScriptedServer(lambda req, i: Reply(status=status)) as srv:
+        with pytest.raises(EndpointStop, match=fix) as info:
+            verify(srv.url, timeout_s=0.5)
+        assert len(srv.calls) == 1  # not retried
+    assert info.value.error.status == status
 
 
 def test_retry_uses_fresh_reproducible_seed() -> None:
@@ -96,7 +113,7 @@ def test_retry_uses_fresh_reproducible_seed() -> None:
     assert srv.calls[1]["seed"] != srv.calls[0]["seed"]  # fresh, reproducible samples on retry
 
 
-def test_service_verifier_down_is_invalid_not_accept() -> None:
+def test_service_verifier_down_is_error_not_verdict() -> None:
     v = ServiceVerifier("http://127.0.0.1:9", retry=FAST, timeout_s=0.5)
 
     async def run():
@@ -105,4 +122,5 @@ def test_service_verifier_down_is_invalid_not_accept() -> None:
         finally:
             await v.aclose()
     r = asyncio.run(run())
-    assert r.decision == "reject" and r.votes["invalid"] == 3 and all(p.error for p in r.passes)
+    assert r.decision == "reject" and r.votes["error"] == 3 and r.votes["invalid"] == 0
+    assert all(p.status == "error" and p.error and p.error_status is None for p in r.passes)
