@@ -5,16 +5,21 @@ with `test_info`, `summary.all`, `overall` (the same numbers) and `detailed_resu
 keep the benchmark's names (`id`, `correct_answer`, `model_answer`, `raw_response`, `is_correct`,
 tokens, `reasoning_tokens`, `elapsed_seconds`, `error`, `n_samples`, `samples`, `score`, ...).
 
-Unlike the original scripts (one write at the end) the file is rewritten atomically each time an
-item finishes, so a crash loses only the items in flight; `resume=True` keeps every finished item
-that has an answer and no error, and re-runs the rest. Requests run concurrently under one
-semaphore (`concurrency` requests in flight, counting each of the `n` samples of an item).
+Unlike the original scripts (one write at the end) every finished item is appended, fsynced, to a
+journal beside the results file (`<results>.journal.jsonl`): O(1) per item, so a crash loses only
+the items in flight. The results file itself is a snapshot rewritten atomically (valid JSON at
+every moment) at start, whenever the journal has grown by a fixed share of the records already
+snapshotted (`SnapshotPolicy`, amortised O(1) per item), at least every few seconds, and at the end,
+when the journal is removed. `resume=True` reads the snapshot plus the journal, keeps every
+finished item that has an answer and no error, and re-runs the rest. Requests run concurrently
+under one semaphore (`concurrency` requests in flight, counting each of the `n` samples of an item).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -25,7 +30,9 @@ from typing import Any
 from proofcheck.bench.mcq_backends import BackendSettings, McqClient, RequestFailed
 from proofcheck.bench.mcq_data import Item, hard_set_path, load_hard_set, shuffle_options
 from proofcheck.bench.mcq_prompt import SYSTEM_PROMPT, build_user_prompt, extract_answer
-from proofcheck.io import write_json_atomic
+from proofcheck.io import read_jsonl_tolerant, write_text_atomic
+
+JOURNAL_KIND = "proofcheck.bench.mcq journal"
 
 
 @dataclass
@@ -46,6 +53,25 @@ class RunConfig:
     extra_info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class SnapshotPolicy:
+    """When the results file is rewritten from the records (the journal holds every record anyway).
+
+    A snapshot is due once the journal holds `max(min_items, growth * snapshotted)` new records,
+    so the total bytes of all snapshots stay within a constant factor (about 1 + 1/growth) of the
+    final file; or once `interval_s` has passed since the last one and a record is new, so the
+    file shows progress on slow runs.
+    """
+
+    min_items: int = 50
+    growth: float = 0.25
+    interval_s: float = 5.0
+
+    def due(self, new: int, snapshotted: int, since_s: float) -> bool:
+        """True if a snapshot should be written now."""
+        return new >= max(self.min_items, self.growth * snapshotted) or (new > 0 and since_s >= self.interval_s)
+
+
 class ResumeMismatch(ValueError):
     """The results file to resume was made with settings that would change the answers' meaning."""
 
@@ -64,6 +90,11 @@ def results_path(cfg: RunConfig, month: str) -> Path:
     suffix = ("_sketch" if cfg.add_sketch else "") + ("_debug" if cfg.debug else "")
     name = f"accuracy_test_{safe_model_name(cfg.settings.model)}_{month}_{effort}{suffix}.json"
     return Path(cfg.results_dir) / month / name
+
+
+def journal_path(results: Path) -> Path:
+    """The append-only journal that sits beside a results file while its run is in progress."""
+    return results.with_name(results.name + ".journal.jsonl")
 
 
 def needs_run(record: dict[str, Any]) -> bool:
@@ -96,26 +127,54 @@ def _now() -> datetime:
     return datetime.now()
 
 
-def load_previous(path: Path, cfg: RunConfig, items: list[Item],
-                  correct_labels: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Finished records of an earlier run at `path` that can be kept, keyed by id.
-
-    Refuses (ResumeMismatch) a file made with another seed or sketch mode, or whose correct
-    labels disagree with the current data: mixing them would give a meaningless accuracy.
-    """
-    try:
-        prev = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ResumeMismatch(f"{path}: cannot resume, invalid JSON ({e.msg} at line {e.lineno}); "
-                             "move it away or run without --resume") from e
-    info = prev.get("test_info") or {}
+def _check_settings(path: Path, info: dict[str, Any], cfg: RunConfig) -> None:
     for key, want in (("seed", cfg.seed), ("add_sketch", cfg.add_sketch)):
         if key in info and info[key] != want:
             raise ResumeMismatch(f"{path}: made with {key}={info[key]!r}, this run has {key}={want!r}; "
                                  f"use the same --{key.replace('_', '-')} or another --results-dir")
+
+
+def read_saved(path: Path, cfg: RunConfig) -> list[dict[str, Any]]:
+    """Every record an earlier run saved at `path`: the snapshot's, then the journal's (later wins).
+
+    Checks that both were made with this run's seed and sketch mode (ResumeMismatch otherwise).
+    """
+    records: list[dict[str, Any]] = []
+    if path.exists():
+        try:
+            prev = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ResumeMismatch(f"{path}: cannot resume, invalid JSON ({e.msg} at line {e.lineno}); "
+                                 "move it away or run without --resume") from e
+        _check_settings(path, prev.get("test_info") or {}, cfg)
+        records += prev.get("detailed_results") or []
+    journal = journal_path(path)
+    try:
+        lines = read_jsonl_tolerant(journal)
+    except ValueError as e:
+        raise ResumeMismatch(f"cannot resume: {e}; move {journal} away or run without --resume") from e
+    if lines:
+        header = lines[0]
+        if not isinstance(header, dict) or header.get("journal") != JOURNAL_KIND:
+            raise ResumeMismatch(f"{journal}:1: not an MCQ journal (no header line); move it away or run "
+                                 "without --resume")
+        _check_settings(journal, header, cfg)
+        records += lines[1:]
+    return records
+
+
+def load_previous(path: Path, cfg: RunConfig, items: list[Item],
+                  correct_labels: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Finished records of an earlier run at `path` (snapshot + journal) that can be kept, keyed by id.
+
+    Refuses (ResumeMismatch) files made with another seed or sketch mode, or whose correct
+    labels disagree with the current data: mixing them would give a meaningless accuracy.
+    """
+    latest: dict[str, dict[str, Any]] = {}
+    for rec in read_saved(path, cfg):
+        latest[rec.get("id")] = rec
     kept: dict[str, dict[str, Any]] = {}
-    for rec in prev.get("detailed_results") or []:
-        rid = rec.get("id")
+    for rid, rec in latest.items():
         if rid not in correct_labels or needs_run(rec):
             continue
         if rec.get("correct_answer") != correct_labels[rid]:
@@ -127,14 +186,25 @@ def load_previous(path: Path, cfg: RunConfig, items: list[Item],
 
 
 class MonthRun:
-    """State of one month: the items, finished records, and the atomic writer."""
+    """State of one month: the items, finished records, the journal and the snapshot writer.
 
-    def __init__(self, cfg: RunConfig, month: str, items: list[Item], path: Path):
-        self.cfg, self.month, self.items, self.path = cfg, month, items, path
+    Use `start()` once, `add(record)` per finished item, `finish()` at the end. `bytes_written`
+    counts every byte this run wrote to the journal and the results file.
+    """
+
+    def __init__(self, cfg: RunConfig, month: str, items: list[Item], path: Path,
+                 policy: SnapshotPolicy = SnapshotPolicy()):
+        self.cfg, self.month, self.items, self.path, self.policy = cfg, month, items, path, policy
+        self.journal_path = journal_path(path)
         self.shuffled = [shuffle_options(item, cfg.seed, i) for i, item in enumerate(items)]
         self.order = {item.id: i for i, item in enumerate(items)}
         self.records: dict[str, dict[str, Any]] = {}
         self.started_at = _now().strftime("%Y-%m-%d %H:%M:%S")
+        self.bytes_written = 0
+        self._journal: Any = None
+        self._snapshotted = 0
+        self._new = 0
+        self._last_snapshot = time.monotonic()
 
     def document(self, complete: bool) -> dict[str, Any]:
         cfg, s = self.cfg, self.cfg.settings
@@ -153,8 +223,48 @@ class MonthRun:
                 "detailed_results": records}
 
     def save(self, complete: bool = False) -> dict[str, Any]:
+        """Rewrite the results file atomically from all records (a snapshot); return the document."""
         doc = self.document(complete)
-        write_json_atomic(self.path, doc)
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        write_text_atomic(self.path, text)
+        self.bytes_written += len(text.encode("utf-8"))
+        self._snapshotted, self._new, self._last_snapshot = len(self.records), 0, time.monotonic()
+        return doc
+
+    def start(self, complete: bool) -> dict[str, Any]:
+        """Snapshot the kept records, then open a fresh journal (its header names the settings).
+
+        A fresh run (no resume) removes an old journal first, so its records cannot leak into a
+        later `--resume`; on resume the old journal's records are already in the snapshot.
+        """
+        if not self.cfg.resume:
+            self.journal_path.unlink(missing_ok=True)
+        doc = self.save(complete)
+        self._journal = open(self.journal_path, "w", encoding="utf-8")
+        self._write_journal({"journal": JOURNAL_KIND, "month": self.month, "model": self.cfg.settings.model,
+                             "seed": self.cfg.seed, "add_sketch": self.cfg.add_sketch})
+        return doc
+
+    def _write_journal(self, obj: Any) -> None:
+        line = json.dumps(obj, ensure_ascii=False) + "\n"
+        self._journal.write(line)
+        self._journal.flush()
+        os.fsync(self._journal.fileno())
+        self.bytes_written += len(line.encode("utf-8"))
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Keep one finished record: one fsynced journal line, and a snapshot when the policy says so."""
+        self.records[record["id"]] = record
+        self._write_journal(record)
+        self._new += 1
+        if self.policy.due(self._new, self._snapshotted, time.monotonic() - self._last_snapshot):
+            self.save()
+
+    def finish(self) -> dict[str, Any]:
+        """The final snapshot (complete); the journal is then redundant and removed."""
+        doc = self.save(complete=True)
+        self._journal.close()
+        self.journal_path.unlink()
         return doc
 
 
@@ -200,7 +310,7 @@ def prepare_month(cfg: RunConfig, month: str) -> tuple[MonthRun, list[int]]:
     if cfg.debug:
         items = items[:1]
     run = MonthRun(cfg, month, items, results_path(cfg, month))
-    if cfg.resume and run.path.exists():
+    if cfg.resume and (run.path.exists() or run.journal_path.exists()):
         labels = {item.id: run.shuffled[i][1] for i, item in enumerate(items)}
         run.records = load_previous(run.path, cfg, items, labels)
     pending = [i for i, item in enumerate(items) if item.id not in run.records]
@@ -209,20 +319,19 @@ def prepare_month(cfg: RunConfig, month: str) -> tuple[MonthRun, list[int]]:
 
 async def run_month(cfg: RunConfig, run: MonthRun, pending: list[int], client: McqClient,
                     on_item: Any = None) -> dict[str, Any]:
-    """Evaluate the pending items of `run`, saving the file after each one; return the final document.
+    """Evaluate the pending items of `run`, journaling each one as it finishes; return the final document.
 
-    `on_item(record)` is called after each save (progress display).
+    `on_item(record)` is called after each record is journaled (progress display).
     """
     sem = asyncio.Semaphore(cfg.concurrency)
-    run.save(complete=not pending)
+    run.start(complete=not pending)
 
     async def one(i: int) -> None:
         options, correct = run.shuffled[i]
         record = await evaluate_item(client, sem, cfg, run.items[i], i, options, correct)
-        run.records[record["id"]] = record
-        run.save()
+        run.add(record)
         if on_item is not None:
             on_item(record)
 
     await asyncio.gather(*(one(i) for i in pending))
-    return run.save(complete=True)
+    return run.finish()

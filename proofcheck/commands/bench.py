@@ -19,8 +19,10 @@ Evaluate a model on the LiveMathematicianBench hard split (five-way multiple cho
 
 Reads <data-dir>/<month>/hard/qaEval_<month>_ge5_hard.json, shuffles the five options of item i
 with random.Random(seed + i), asks for the letter in \\boxed{}, and writes
-<results-dir>/<month>/accuracy_test_<model>_<month>_<effort|default>[_sketch].json, saved after
-every item (--resume re-runs only unanswered or failed items).
+<results-dir>/<month>/accuracy_test_<model>_<month>_<effort|default>[_sketch].json. Each finished
+item is appended at once to <results file>.journal.jsonl; the results file is a snapshot, valid
+JSON at every moment, rewritten every few seconds and at the end (when the journal goes).
+--resume reads both and re-runs only unanswered or failed items.
 
 API keys: --api-key, else the environment (VLLM_API_KEY, OPENAI_API_KEY, AZURE_OPENAI_API_KEY,
 ANTHROPIC_API_KEY by backend). Keys are never printed or written to results."""

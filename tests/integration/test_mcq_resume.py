@@ -1,5 +1,6 @@
 """`proofcheck bench mcq` killed with SIGKILL mid-run, then `--resume`: nothing saved is lost or redone,
-every item ends up answered exactly once, and the answers equal those of a clean run."""
+every item ends up answered exactly once, and the answers equal those of a clean run. The results
+file is valid JSON at every moment; the finished items live in its journal until the run ends."""
 
 from __future__ import annotations
 
@@ -33,10 +34,13 @@ def cli_args(url: str, results: Path) -> list[str]:
             "--data-dir", str(DATA), "--results-dir", str(results), "--concurrency", "2"]
 
 
-def saved_records(path: Path) -> list[dict]:
-    if not path.exists():
+def journal_records(path: Path) -> list[dict]:
+    """Finished items in the journal beside `path` (header line skipped; only whole lines)."""
+    journal = path.with_name(path.name + ".journal.jsonl")
+    if not journal.exists():
         return []
-    return json.loads(path.read_text(encoding="utf-8"))["detailed_results"]  # atomic: never half-written
+    lines = journal.read_text(encoding="utf-8").split("\n")[:-1]  # a torn last line has no newline yet
+    return [json.loads(line) for line in lines[1:]]
 
 
 def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
@@ -64,7 +68,9 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
                                 stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 120
-            while len(saved_records(path)) < 2:
+            while len(journal_records(path)) < 2:
+                if path.exists():  # atomic snapshots: never half-written
+                    assert isinstance(read_results(path)["detailed_results"], list)
                 assert proc.poll() is None, (tmp_path / "killed.log").read_text()
                 assert time.monotonic() < deadline, "the run never saved two items"
                 time.sleep(0.05)
@@ -72,9 +78,10 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
             proc.kill()  # SIGKILL, by its handle
             proc.wait()
             log.close()
-        before_kill = saved_records(path)
+        before_kill = journal_records(path)
         doc = read_results(path)
         assert doc["test_info"]["complete"] is False
+        assert all(r in before_kill for r in doc["detailed_results"])  # a snapshot holds journaled items only
         # two saved; the next requests (at most --concurrency 2) may or may not have reached the server
         # before the SIGKILL landed: a timing race, not behaviour
         assert len(before_kill) == 2 and 2 <= len(calls["killed"]) <= 4
@@ -89,6 +96,7 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
     assert sorted(calls["resume"]) == sorted(item.id for item in ITEMS if item.id not in saved_ids)
     final = read_results(path)
     assert final["test_info"]["complete"] is True
+    assert not path.with_name(path.name + ".journal.jsonl").exists()  # folded into the final snapshot
     assert [r["id"] for r in final["detailed_results"]] == [item.id for item in ITEMS]
     by_id = {r["id"]: r for r in final["detailed_results"]}
     for rec in before_kill:
