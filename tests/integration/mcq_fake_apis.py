@@ -1,6 +1,6 @@
 """Local stand-ins for paid APIs (Azure OpenAI, OpenAI Responses, Anthropic Messages) for the MCQ tests.
 
-`FakeAPI` reuses `proofcheck.testing.ScriptedServer`'s in-thread uvicorn lifecycle but answers
+`FakeAPI` reuses the in-thread uvicorn lifecycle of `ScriptedServer` (tests/scripted_server.py) but answers
 every POST path with whatever the test's responder returns, and records each call (path, query,
 headers, JSON body). The `*_reply` helpers build bodies in each provider's wire format.
 """
@@ -18,8 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-
-from proofcheck.testing import ScriptedServer
+from scripted_server import ScriptedServer
 
 
 @dataclass

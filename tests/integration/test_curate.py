@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scripted_server import Reply, ScriptedServer
+
 from proofcheck.data.loaders import SAMPLES_DIR
 from proofcheck.parsing import format_verdict
-from proofcheck.testing import Reply, ScriptedServer
 
 ANNOTATED = SAMPLES_DIR / "annotated.jsonl"
 ACCEPT = format_verdict("fine", [], -1)

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scripted_server import Reply, ScriptedServer
 
 from proofcheck.data.loaders import annotated_to_dataset
 from proofcheck.data.schemas import AnnotatedProof
 from proofcheck.data.synth import make_tasks
 from proofcheck.protocol import verifier_messages
 from proofcheck.reward.functions import AsyncMetaVerifierReward, FormatReward, MetaVerifierReward
-from proofcheck.testing import Reply, ScriptedServer
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from scripted_server import Reply, ScriptedServer
 
 from proofcheck.parsing import format_verdict
 from proofcheck.reward.functions import (
@@ -20,7 +21,6 @@ from proofcheck.reward.functions import (
     completion_text,
     get_reward_function,
 )
-from proofcheck.testing import Reply, ScriptedServer
 
 ANN = json.dumps({"first_fatal_error_step": 2, "recoverable_error_steps": [0]})
 STEPS = ["a = 1.", "b = 2.", "c = a + b = 4.", "Hence c = 4."]

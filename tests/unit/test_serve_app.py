@@ -10,6 +10,7 @@ import threading
 
 import httpx
 import pytest
+from scripted_server import Reply, ScriptedServer
 
 from proofcheck.parsing import format_verdict
 from proofcheck.serve.app import create_app
@@ -18,7 +19,6 @@ from proofcheck.serve.engines import RemoteEngine, RetryPolicy
 from proofcheck.serve.server import ServerThread
 from proofcheck.serve.service import VerificationService
 from proofcheck.serve.verifier import Verifier, detect_endpoint, make_verifier
-from proofcheck.testing import Reply, ScriptedServer
 
 OK = format_verdict("fine", [], -1)
 BAD = format_verdict("step 0 is wrong", [(0, "wrong sum")], 0)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from scripted_server import Reply, ScriptedServer
 
 from proofcheck.parsing import format_verdict
 from proofcheck.serve.engines import RetryPolicy
 from proofcheck.serve.verifier import ServiceVerifier, make_verifier
-from proofcheck.testing import Reply, ScriptedServer
 
 STEPS = ["x_1 = 2 + 2 = 4.", "x_2 = 4 * 2 = 8.", "Hence x_2 = 8."]
 OK = format_verdict("every step checks out", [], -1)
