@@ -77,7 +77,7 @@ def _endpoint_counts(records: list[dict]) -> dict[str, Any]:
     examples: dict[str, str] = {}
     for r in records:
         for t in r.get("verifier_trials") or []:
-            if t.get("status") == "error":
+            if errored_passes({"verifier_trials": [t]}):
                 k = str(t.get("error_status"))
                 by_status[k] = by_status.get(k, 0) + 1
                 examples.setdefault(k, str(t.get("error"))[:200])
@@ -86,10 +86,15 @@ def _endpoint_counts(records: list[dict]) -> dict[str, Any]:
 
 def completeness(records: list[dict], expected: int | None, grader_failures: int = 0,
                  problems_without_submission: int = 0) -> dict[str, Any]:
-    """`complete` and what is missing: records, errored passes, grader failures, problems without a proof."""
+    """`complete` and what is missing: records, errored passes, grader failures.
+
+    Problems without a submission are counted but do not make the run incomplete: they are a
+    property of the submissions file (each scores 0, a missing proof is a failed proof), not
+    something a rerun could fill.
+    """
     errored = sum(errored_passes(r) for r in records)
     missing = max((expected or 0) - len(records), 0)
-    complete = not (errored or missing or grader_failures or problems_without_submission)
+    complete = not (errored or missing or grader_failures)
     return {"complete": complete, "errored_passes": errored, "missing_records": missing,
             "expected_records": expected, "grader_failures": grader_failures,
             "problems_without_submission": problems_without_submission,

@@ -25,8 +25,17 @@ PASS_LISTS = ("verifier_trials", "verifier_passes")
 
 
 def errored_passes(record: dict[str, Any]) -> int:
-    """How many passes of a record got an endpoint error (status "error") instead of an answer."""
-    return sum(1 for key in PASS_LISTS for t in record.get(key) or [] if t.get("status") == "error")
+    """How many passes of a record got an endpoint error instead of an answer.
+
+    Ours have status "error"; the release's results keep it as `response.error`.
+    """
+    def errored(t: dict[str, Any]) -> bool:
+        if "status" in t:
+            return t["status"] == "error"
+        resp = t.get("response")
+        return isinstance(resp, dict) and bool(resp.get("error"))
+
+    return sum(1 for key in PASS_LISTS for t in record.get(key) or [] if errored(t))
 
 
 def latest_records(records: list[dict[str, Any]], key_fields: tuple[str, ...], where: str = "records") -> list[dict]:

@@ -117,8 +117,8 @@ def _finish(summary: dict) -> int:
     """0 for a complete run; 3 (and what is missing, on stderr) for an incomplete one."""
     if summary.get("complete", True):
         return 0
-    parts = [f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records", "grader_failures",
-                                                              "problems_without_submission") if summary.get(k)]
+    parts = [f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records", "grader_failures")
+             if summary.get(k)]
     hint = " (rerun the same command with --resume to retry them)" if summary.get("errored_passes") else ""
     print(f"incomplete run: {', '.join(parts)}{hint}", file=sys.stderr)
     return EXIT_INCOMPLETE

@@ -116,22 +116,28 @@ def faulty(req: dict, i: int) -> Reply:
     return kinds[i % len(kinds)]
 
 
-def test_endpoint_faults_are_retried_then_recorded_invalid(tmp_path):
+def test_endpoint_faults_are_retried_then_recorded_as_errors(tmp_path):
     subs = tmp_path / "subs.jsonl"
     subs.write_text("".join(Path(SUBMISSIONS).read_text().splitlines(keepends=True)[:3]))
     with ScriptedServer(faulty) as srv:
         out = tmp_path / "faults"
         r = cli("score", "prover", "--problems", PROBLEMS, "--submissions", str(subs), "--endpoint", srv.url,
                 "--endpoint-model", "scripted", "--passes", "2", "--concurrency", "1", "--out", str(out))
-        assert r.returncode == 0, r.stderr[-2000:]
         assert len(srv.calls) > 3  # retried
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    summary = json.loads((out / "summary.json").read_text())
     assert len(records) == 3
+    errored = 0
     for rec in records:
         for t in rec["verifier_trials"]:
             assert not (t["valid"] and t["parsed"]["verdict"] == "accept" and t["error"])
-            if t["error"] or t["finish_reason"] == "length":
-                assert not t["valid"]
+            if t["error"]:  # an endpoint error is its own status: never a verdict, never an invalid output
+                assert t["status"] == "error" and not t["valid"]
+                errored += 1
+            if t["finish_reason"] == "length":
+                assert t["status"] == "invalid"
+    assert summary["errored_passes"] == errored and summary["complete"] == (errored == 0)
+    assert r.returncode == (3 if errored else 0), r.stderr[-2000:]
 
 
 @pytest.mark.parametrize(
