@@ -45,6 +45,8 @@ def test_grpo_two_steps_with_our_rewards(tiny_model: Path, tmp_path: Path, judge
                       logging_steps=1, save_strategy="no", seed=0)
     trainer = GRPOTrainer(model=str(tiny_model), reward_funcs=[meta, fmt, hybrid], args=args,
                           train_dataset=tiny_dataset())
+    for fn in (meta, fmt, hybrid):  # as train/run.py does: the trainer's eos ids and limit tell a cut-off
+        fn.configure_truncation(trainer.eos_token_ids, args.max_completion_length)
     trainer.train()
     assert trainer.state.global_step == 2
     logs = [h for h in trainer.state.log_history if "rewards/meta_verifier/mean" in h]
