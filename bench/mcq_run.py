@@ -9,7 +9,7 @@ Unlike the original scripts (one write at the end) every finished item is append
 journal beside the results file (`<results>.journal.jsonl`): O(1) per item, so a crash loses only
 the items in flight. The results file itself is a snapshot rewritten atomically (valid JSON at
 every moment) at start, whenever the journal has grown by a fixed share of the records already
-snapshotted (`SnapshotPolicy`, amortised O(1) per item), at least every few seconds, and at the end,
+snapshotted (`SnapshotPolicy`, amortised O(1) per item), at least every 30 s, and at the end,
 when the journal is removed. `resume=True` reads the snapshot plus the journal, keeps every
 finished item that has an answer and no error, and re-runs the rest. Requests run concurrently
 under one semaphore (`concurrency` requests in flight, counting each of the `n` samples of an item).
@@ -64,8 +64,8 @@ class SnapshotPolicy:
     """
 
     min_items: int = 50
-    growth: float = 0.25
-    interval_s: float = 5.0
+    growth: float = 0.5
+    interval_s: float = 30.0
 
     def due(self, new: int, snapshotted: int, since_s: float) -> bool:
         """True if a snapshot should be written now."""

@@ -7,26 +7,31 @@ with `grader_error` and score None: it never becomes a 0.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from proofcheck.reward.grading import GradeItem, Grader
 
 
-def make_trial_grader(judge_endpoint: str | None = None, judge_model: str | None = None,
-                      cache_dir: str | None = None, concurrency: int = 8):
-    """An async `grader(proof, trials) -> [meta dict per trial]` for `score_verifier`."""
-    judge = None
-    if judge_endpoint:
-        from proofcheck.reward.client import JudgeConfig
+class TrialGrader:
+    """`await grader(proof, trials) -> [meta dict per trial]` for `score_verifier`.
 
-        judge = JudgeConfig(endpoint=judge_endpoint, model=judge_model or "", cache_dir=cache_dir,
-                            concurrency=concurrency)
-    grader = Grader("hybrid" if judge else "structural", "benchmark", judge)
+    One `Grader` (and so one judge client) per run: `score_verifier` wraps the whole run in
+    `async with grader.session()`, so every proof's trials share one HTTP client, connection
+    pool and concurrency bound instead of building them per proof.
+    """
 
-    async def grade(proof: Any, trials: list[dict]) -> list[dict | None]:
+    def __init__(self, grader: Grader):
+        self.grader = grader
+
+    def session(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """The run-wide judge session (a no-op without a judge)."""
+        return self.grader.session()
+
+    async def __call__(self, proof: Any, trials: list[dict]) -> list[dict | None]:
         items = [GradeItem(proof.problem, list(proof.steps), t.get("text") or "", proof.annotation,
                            t.get("finish_reason")) for t in trials]
-        results = await grader.grade(items)
+        results = await self.grader.grade(items)
         out: list[dict | None] = []
         for t, r in zip(trials, results, strict=True):
             if t.get("error"):  # the pass never produced an answer: nothing to grade, it is invalid
@@ -38,4 +43,14 @@ def make_trial_grader(judge_endpoint: str | None = None, judge_model: str | None
                             "judge_level": d["judge_level"]})
         return out
 
-    return grade
+
+def make_trial_grader(judge_endpoint: str | None = None, judge_model: str | None = None,
+                      cache_dir: str | None = None, concurrency: int = 8) -> TrialGrader:
+    """The run's `TrialGrader`: hybrid min(structural, judge) with a judge, else structural."""
+    judge = None
+    if judge_endpoint:
+        from proofcheck.reward.client import JudgeConfig
+
+        judge = JudgeConfig(endpoint=judge_endpoint, model=judge_model or "", cache_dir=cache_dir,
+                            concurrency=concurrency)
+    return TrialGrader(Grader("hybrid" if judge else "structural", "benchmark", judge))

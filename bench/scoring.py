@@ -17,6 +17,7 @@ unless `with_reference`, meta scores on the benchmark scale.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -219,7 +220,13 @@ def verifier_manifest(data: str, verifier_id: str, repeats: int, judge: str | No
             "with_reference": with_reference, "meta_scale": scale, "prompt_sha256": prompt_hash or prompt_sha256()}
 
 
-Grader = Callable[[Any, list[dict]], Awaitable[list[dict | None]]]
+class Grader(Protocol):
+    """`await grader(proof, trials)` -> one meta dict per trial; `session()` spans the whole run
+    (`proofcheck.bench.meta.TrialGrader`: one judge client per run, not per proof)."""
+
+    def __call__(self, proof: Any, trials: list[dict]) -> Awaitable[list[dict | None]]: ...
+
+    def session(self) -> contextlib.AbstractAsyncContextManager[Any]: ...
 
 
 def score_verifier(data: str, verifier: Verifier, verifier_id: str, out: str | Path, *, repeats: int = 4,
@@ -252,8 +259,13 @@ def score_verifier(data: str, verifier: Verifier, verifier_id: str, out: str | P
                 "verifier_trials": trials, "latency_s": res.latency_s}
 
     todo = [p for p in proofs if (p.proof_id,) not in run.done]
+
+    async def all_proofs() -> None:
+        async with grader.session() if grader is not None else contextlib.nullcontext():  # one judge client
+            await _run_all(todo, work, run, concurrency, "verifying annotated proofs", verifier)
+
     try:
-        asyncio.run(_run_all(todo, work, run, concurrency, "verifying annotated proofs", verifier))
+        asyncio.run(all_proofs())
     finally:
         run.close()
     summary = summarise_verifier_records(run.records, run.manifest)

@@ -5,7 +5,8 @@
   connection errors and unparsable answers (see `proofcheck.reward.judge.parse_judge_answer`);
   other 4xx answers are not retried (the request itself is wrong);
 - a sqlite cache keyed by sha256 of (judge model, messages, sampling settings): re-grading
-  the same outputs costs no judge call;
+  the same outputs costs no judge call; its reads and writes run in a worker thread
+  (`asyncio.to_thread`), never on the event loop;
 - `JudgeStats` counts calls, retries, cache hits and failures. A judgement that fails after
   the retries returns `JudgeOutcome(level=None, error=...)`, never a made-up level.
 
@@ -221,8 +222,8 @@ class JudgeSession:
         """The judge's level for one prompt: from the cache, else with bounded retries."""
         cfg, stats, cache = self.client.config, self.client.stats, self.client.cache
         key = cache_key(cfg.model, messages, cfg.sampling())
-        if cache is not None:
-            hit = cache.get(key)
+        if cache is not None:  # sqlite I/O off the event loop: a busy cache must not stall other judgements
+            hit = await asyncio.to_thread(cache.get, key)
             if hit is not None:
                 stats.cache_hits += 1
                 return JudgeOutcome(hit[0], cached=True, text=hit[1])
@@ -241,7 +242,7 @@ class JudgeSession:
                 reason = str(e)
                 break
             if cache is not None:
-                cache.put(key, level, text)
+                await asyncio.to_thread(cache.put, key, level, text)
             return JudgeOutcome(level, text=text)
         stats.failures += 1
         stats.failure_reasons[reason.split(":")[0]] += 1

@@ -22,8 +22,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
@@ -64,6 +65,10 @@ class Grader:
         self.judge = JudgeClient(judge) if isinstance(judge, JudgeConfig) else judge
         if mode == "structural":
             self.judge = None
+        self._session: JudgeSession | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_session": None}  # a session is bound to one event loop: never pickled
 
     def _structural(self, item: GradeItem) -> tuple[GradeResult, Any, Annotation]:
         ann = coerce_annotation(item.annotation)
@@ -89,11 +94,37 @@ class Grader:
         return GradeResult(level=level, score=self.scale.score(level), valid=True,
                            structural_level=base.structural_level, judge_level=outcome.level)
 
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[JudgeSession | None]:
+        """One judge session (HTTP client + concurrency bound) for every `grade` call inside it.
+
+        A run that grades many batches (VerifierBench grades proof by proof) opens this once, so
+        all its batches share one client, one connection pool and one semaphore. Without a judge
+        it yields None. Sessions belong to the running event loop; do not nest them.
+        """
+        if self.judge is None:
+            yield None
+            return
+        if self._session is not None:
+            raise RuntimeError("Grader.session() is already open; share that session instead of nesting")
+        async with self.judge.session() as s:
+            self._session = s
+            try:
+                yield s
+            finally:
+                self._session = None
+
     async def grade(self, items: list[GradeItem]) -> list[GradeResult]:
-        """Grade a batch concurrently (the judge's concurrency bound applies)."""
+        """Grade a batch concurrently (the judge's concurrency bound applies).
+
+        Inside `async with grader.session()` the batch uses that session; otherwise it opens one
+        for this batch (TRL calls a reward once per step, each in its own call).
+        """
         if self.judge is None:
             return [self._structural(it)[0] for it in items]
-        async with self.judge.session() as s:
+        if self._session is not None:
+            return list(await asyncio.gather(*(self.grade_one(it, self._session) for it in items)))
+        async with self.session() as s:
             return list(await asyncio.gather(*(self.grade_one(it, s) for it in items)))
 
 
@@ -183,7 +214,7 @@ async def grade_files_async(grader: Grader, data: str | Path, outputs: str | Pat
             for p, o in todo:
                 emit(o, grader.grade_sync(item_of(p, o)))
         else:
-            async with grader.judge.session() as s:
+            async with grader.session() as s:
                 async def one(p: Any, o: Any) -> tuple[Any, GradeResult]:
                     return o, await grader.grade_one(item_of(p, o), s)
 

@@ -53,13 +53,15 @@ def _completion(req: dict[str, Any], reply: Reply) -> dict[str, Any]:
 class ScriptedServer:
     """Run the scripted server in a background thread; use as a context manager.
 
-    `calls` records every request body received, in order (thread-safe append).
+    `calls` records every request body received, in order (thread-safe append); `peers` the
+    client's (host, port) of each, so a test can count the TCP connections a client opened.
     """
 
     def __init__(self, responder: Responder, host: str = "127.0.0.1"):
         self.responder = responder
         self.host = host
         self.calls: list[dict[str, Any]] = []
+        self.peers: list[tuple[str, int]] = []
         self._lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -86,6 +88,7 @@ class ScriptedServer:
             with self._lock:
                 index = len(self.calls)
                 self.calls.append(req)
+                self.peers.append((request.client.host, request.client.port))
             reply = self.responder(req, index)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)

@@ -21,7 +21,7 @@ Reads <data-dir>/<month>/hard/qaEval_<month>_ge5_hard.json, shuffles the five op
 with random.Random(seed + i), asks for the letter in \\boxed{}, and writes
 <results-dir>/<month>/accuracy_test_<model>_<month>_<effort|default>[_sketch].json. Each finished
 item is appended at once to <results file>.journal.jsonl; the results file is a snapshot, valid
-JSON at every moment, rewritten every few seconds and at the end (when the journal goes).
+JSON at every moment, rewritten as it grows, every 30 s, and at the end (when the journal goes).
 --resume reads both and re-runs only unanswered or failed items.
 
 API keys: --api-key, else the environment (VLLM_API_KEY, OPENAI_API_KEY, AZURE_OPENAI_API_KEY,

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import threading
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from scripted_server import Reply, ScriptedServer
 
+from proofcheck.bench.meta import make_trial_grader
 from proofcheck.data.schemas import Annotation
 from proofcheck.parsing import format_verdict, parse_verifier_output
-from proofcheck.reward.client import JudgeClient, JudgeConfig, cache_key
+from proofcheck.reward.client import JudgeCache, JudgeClient, JudgeConfig, cache_key
 from proofcheck.reward.grading import GradeItem, Grader
 from proofcheck.reward.judge import JudgeParseError, judge_messages, parse_judge_answer
 from proofcheck.reward.levels import Level
@@ -138,6 +141,7 @@ def server(scripted: tuple[ScriptedServer, Script]) -> Callable[[Callable[[dict[
 
     def use(fn: Callable[[dict[str, Any], int], Reply]) -> ScriptedServer:
         srv.calls.clear()
+        srv.peers.clear()
         script.fn, script.n = fn, 0
         return srv
 
@@ -299,3 +303,59 @@ def test_api_key_is_sent_from_the_named_variable(server: Callable, monkeypatch: 
     monkeypatch.delenv("JUDGE_KEY_FOR_TEST")
     with pytest.raises(ValueError, match="JUDGE_KEY_FOR_TEST"):
         grade(Grader("hybrid", "training", client), items([1]))
+
+
+# ---- hot paths ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("one_session", "connections"), [(True, 1), (False, 5)])
+def test_verifierbench_uses_one_judge_client_per_run(server: Callable, one_session: bool, connections: int) -> None:
+    """Five proofs graded one after another: inside the run's session every judge call goes over
+    one client's kept-alive connection; without it each proof would build its own client."""
+    srv = server(lambda req, i: Reply("<level>BASIC_MATCH</level>"))
+    grader = make_trial_grader(srv.url, "judge", concurrency=1)
+    proof = SimpleNamespace(problem="Prove x_3 = 14.", steps=STEPS, annotation=ANN)
+
+    async def run() -> list:
+        async def five() -> list:
+            return [await grader(proof, [{"text": verdict_text([0, 1], f"#{i}"), "finish_reason": "stop"}])
+                    for i in range(5)]
+
+        if not one_session:
+            return await five()
+        async with grader.session():
+            return await five()
+
+    metas = asyncio.run(run())
+    assert [m[0]["judge_level"] for m in metas] == ["BASIC_MATCH"] * 5 and len(srv.calls) == 5
+    assert len(set(srv.peers)) == connections
+
+
+class ThreadSpyCache(JudgeCache):
+    """The real sqlite cache, noting the thread each read and write ran on."""
+
+    threads: list[int] = []
+
+    def get(self, key: str) -> Any:
+        self.threads.append(threading.get_ident())
+        return super().get(key)
+
+    def put(self, key: str, level: Level, text: str) -> None:
+        self.threads.append(threading.get_ident())
+        super().put(key, level, text)
+
+
+def test_judge_cache_io_runs_off_the_event_loop(server: Callable, tmp_path: Any) -> None:
+    srv = server(lambda req, i: Reply("<level>POOR_MATCH</level>"))
+    client = JudgeClient(config(srv))
+    client.cache = ThreadSpyCache(tmp_path)
+    loop_threads: list[int] = []
+
+    async def run() -> list:
+        loop_threads.append(threading.get_ident())
+        return await Grader("hybrid", "training", client).grade(items([0, 1], n=4))  # four distinct prompts
+
+    results = asyncio.run(run())
+    assert [r.level for r in results] == [P] * 4
+    assert len(ThreadSpyCache.threads) == 4 + 4  # four misses, four writes
+    assert loop_threads[0] not in ThreadSpyCache.threads
