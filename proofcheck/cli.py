@@ -49,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     if handler is None:  # a group such as `proofcheck data` without its subcommand
         parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])
         return 2
+    if getattr(args, "json", False):  # stdout carries the JSON alone; every log goes to stderr
+        from proofcheck.commands._common import json_only_stdout
+
+        with json_only_stdout():
+            return int(handler(args) or 0)
     return int(handler(args) or 0)
 
 

@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import os
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows defaults and keeps the description's line breaks."""
+    """Shows each option's default once, and keeps the description's line breaks.
+
+    argparse's defaults formatter appends "(default: X)" to every option, so an option whose help
+    already says its default ("(default: the first model it lists)") read "... (default: None)".
+    Here the default is appended only when it says something: not for None or False (unset
+    options and flags), and not when the help text already names the default.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text.lower() or action.default is None or action.default is False:
+            return text
+        return super()._get_help_string(action)
 
 
 def add_command(sub: Any, name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -48,5 +64,52 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
+_result_stream: TextIO | None = None  # where `print_json` writes while `json_only_stdout` is active
+
+
+def _fd(stream: Any) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):  # e.g. pytest's capsys buffers
+        return None
+
+
+@contextlib.contextmanager
+def json_only_stdout() -> Iterator[None]:
+    """Keep stdout for `print_json` alone: everything else written to it goes to stderr.
+
+    Libraries log to stdout (vLLM's INFO lines, tqdm, prints), and so do the processes they
+    spawn (vLLM's engine core), so both the Python stream and file descriptor 1 are pointed at
+    stderr for the duration; `print_json` writes to a saved copy of the original stdout.
+    """
+    global _result_stream
+    out, err = sys.stdout, sys.stderr
+    fd, err_fd = _fd(out), _fd(err)
+    if fd is None or err_fd is None:  # no descriptors to move (in-process capture): Python level only
+        _result_stream = out
+        try:
+            with contextlib.redirect_stdout(err):
+                yield
+        finally:
+            _result_stream = None
+        return
+    out.flush()
+    saved = os.dup(fd)
+    os.dup2(err_fd, fd)
+    _result_stream = os.fdopen(os.dup(saved), "w", encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(err):
+            yield
+    finally:
+        sys.stdout.flush()
+        _result_stream.close()
+        _result_stream = None
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
 def print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False))
+    """Print `obj` as JSON on stdout (the only thing there under `--json`; see `json_only_stdout`)."""
+    stream = _result_stream or sys.stdout
+    stream.write(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+    stream.flush()

@@ -157,9 +157,6 @@ def _verify(args: argparse.Namespace) -> int:
     except (ValueError, ProofFormatError) as e:
         return fail(str(e))
 
-    if args.model:  # in-process vLLM: keep its logs off stdout, which carries the result (--json)
-        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
-
     async def run() -> Any:
         verifier = make_verifier(endpoint=args.endpoint, model=args.endpoint_model if args.endpoint else args.model,
                                  api_key=api_key, passes=args.passes, rule=args.rule, temperature=args.temperature,
