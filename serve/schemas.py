@@ -53,7 +53,7 @@ class BatchRequest(BaseModel):
 
 
 class PassOut(BaseModel):
-    status: Literal["valid", "invalid", "cancelled"]
+    status: Literal["valid", "invalid", "cancelled", "error"]  # error: the engine failed, no answer
     verdict: Literal["accept", "reject"] | None = None
     first_error_step: int | None = None
     flagged_steps: list[int] = Field(default_factory=list)
@@ -62,6 +62,7 @@ class PassOut(BaseModel):
     finish_reason: str | None = None
     completion_tokens: int = 0
     error: str | None = None
+    error_status: int | None = None
 
 
 class Votes(BaseModel):
@@ -69,6 +70,7 @@ class Votes(BaseModel):
     reject: int = 0
     invalid: int = 0
     cancelled: int = 0
+    error: int = 0
 
 
 class Usage(BaseModel):
