@@ -65,12 +65,12 @@ def test_health_identifies_the_service(service_url: str) -> None:
 
 
 @pytest.mark.parametrize("body, decision, votes", [
-    ({"problem": "p", "proof": "a\n\nb"}, "accept", {"accept": 8, "reject": 0, "invalid": 0, "cancelled": 0}),
-    ({"problem": "p", "steps": ["FLAWED", "b"]}, "reject", {"accept": 0, "reject": 1, "invalid": 0, "cancelled": 7}),
+    ({"problem": "p", "proof": "a\n\nb"}, "accept", {"accept": 8, "reject": 0, "invalid": 0, "cancelled": 0, "error": 0}),
+    ({"problem": "p", "steps": ["FLAWED", "b"]}, "reject", {"accept": 0, "reject": 1, "invalid": 0, "cancelled": 7, "error": 0}),
     ({"problem": "p", "steps": ["FLAWED"], "all_passes": True, "passes": 3},
-     "reject", {"accept": 0, "reject": 3, "invalid": 0, "cancelled": 0}),
+     "reject", {"accept": 0, "reject": 3, "invalid": 0, "cancelled": 0, "error": 0}),
     ({"problem": "p", "steps": ["FLAWED"], "rule": "majority", "passes": 4},
-     "reject", {"accept": 0, "reject": 2, "invalid": 0, "cancelled": 2}),
+     "reject", {"accept": 0, "reject": 2, "invalid": 0, "cancelled": 2, "error": 0}),
 ])
 def test_verify(service_url: str, body: dict, decision: str, votes: dict) -> None:
     r = post(service_url, body)

@@ -113,7 +113,7 @@ def test_batch_needs_items_and_response_shape() -> None:
     r = assemble(Generation([out("accept"), out("cancelled", 1)], 9), N_STEPS, "unanimous", 1.25)
     resp = VerifyResponse.from_result(r, "tiny").model_dump()
     assert resp["usage"] == {"prompt_tokens": 9, "completion_tokens": 27, "total_tokens": 36}
-    assert resp["votes"] == {"accept": 1, "reject": 0, "invalid": 0, "cancelled": 1}
+    assert resp["votes"] == {"accept": 1, "reject": 0, "invalid": 0, "cancelled": 1, "error": 0}
     assert [p["status"] for p in resp["passes"]] == ["valid", "cancelled"]
     assert set(resp["passes"][0]) >= {"status", "verdict", "first_error_step", "flagged_steps", "invalid_reason",
                                       "text", "completion_tokens"}
