@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.data.loaders import load_records
-from proofcheck.data.schemas import AnnotatedProof
 from proofcheck.data.synth import make_tasks
 from proofcheck.io import write_json_atomic, write_jsonl_atomic, write_text_atomic
+from proofcheck.schemas import AnnotatedProof
 
 ORIGINS = ("expert", "repaired", "synthetic")
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from proofcheck.data.schemas import ID_FIELDS, SCHEMAS
+from proofcheck.schemas import ID_FIELDS, SCHEMAS
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
 

@@ -30,12 +30,12 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from proofcheck.data.schemas import Annotation
 from proofcheck.parsing import parse_verifier_output
 from proofcheck.reward.client import JudgeClient, JudgeConfig, JudgeSession
 from proofcheck.reward.judge import judge_messages
 from proofcheck.reward.levels import GradeResult, Level, Scale, get_scale
 from proofcheck.reward.structural import coerce_annotation, grade_parsed
+from proofcheck.schemas import Annotation
 
 MODES = ("structural", "judge", "hybrid")
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import re
 
-from proofcheck.data.schemas import Annotation
 from proofcheck.parsing import Verdict, strip_thinking
 from proofcheck.protocol import neutralise, stepped_block
 from proofcheck.reward.levels import LEVEL_NAMES, Level
+from proofcheck.schemas import Annotation
 
 JUDGE_SYSTEM = (
     "You are a meta-verifier. You grade how well a proof verifier's assessment of a proof matches "

@@ -9,7 +9,7 @@ S = the steps the verifier flagged (from `<errors>`, else `{first_error_step}`).
 - both invalid, f = -1: S == R' -> EXACT; S ∩ R' non-empty -> BASIC; else POOR.
 
 Example:
-    >>> from proofcheck.data.schemas import Annotation
+    >>> from proofcheck.schemas import Annotation
     >>> a = Annotation(first_fatal_error_step=3, recoverable_error_steps=[1])
     >>> structural_level(a, {1, 3}).name, structural_level(a, {3}).name, structural_level(a, {2}).name
     ('EXACT_MATCH', 'BASIC_MATCH', 'POOR_MATCH')
@@ -21,9 +21,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from proofcheck.data.schemas import Annotation
 from proofcheck.parsing import ParseResult, Verdict, parse_verifier_output
 from proofcheck.reward.levels import GradeResult, Level, Scale, get_scale, invalid_result
+from proofcheck.schemas import Annotation
 
 
 def coerce_annotation(value: Annotation | Mapping[str, Any] | str) -> Annotation:

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.data.loaders import DataError, annotated_to_dataset, load_records
-from proofcheck.data.schemas import AnnotatedProof
 from proofcheck.protocol import verifier_messages
+from proofcheck.schemas import AnnotatedProof
 from proofcheck.train.config import ORIGINS, ConfigError, ProofcheckScriptArguments
 
 COLUMNS = ("proof_id", "problem_id", "problem", "reference_solution", "steps", "n_steps", "domain", "subject",

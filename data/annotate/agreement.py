@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from proofcheck.data.loaders import DataError, iter_json_lines
-from proofcheck.data.schemas import AnnotatedProof
+from proofcheck.schemas import AnnotatedProof
 
 
 @dataclass

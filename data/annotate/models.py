@@ -1,6 +1,6 @@
 """Request / response models of the annotation API, and the input item schema.
 
-The label rules themselves live in `proofcheck.data.schemas` (SPEC section 3); these models
+The label rules themselves live in `proofcheck.schemas` (SPEC section 3); these models
 only describe what crosses the wire. Field names follow the AdvancedMathBench release.
 """
 
@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from proofcheck.data.schemas import CandidateProof
+from proofcheck.schemas import CandidateProof
 
 ANNOTATOR_NAME = re.compile(r"^[\w.@ -]{1,64}$")
 

@@ -36,8 +36,8 @@ from proofcheck.data.annotate.models import (
     SaveRequest,
 )
 from proofcheck.data.loaders import DataError, validate_jsonl
-from proofcheck.data.schemas import AnnotatedProof, Annotation
 from proofcheck.io import JsonlAppender, read_jsonl_tolerant, write_jsonl_atomic
+from proofcheck.schemas import AnnotatedProof, Annotation
 
 # Fields an input record may carry from an earlier annotation; the output sets them afresh.
 _LABEL_FIELDS = ("annotation", "is_correct", "first_error_step", "annotator", "created_at", "updated_at",

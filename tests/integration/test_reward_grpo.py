@@ -15,10 +15,10 @@ import pytest
 from scripted_server import Reply, ScriptedServer
 
 from proofcheck.data.loaders import annotated_to_dataset
-from proofcheck.data.schemas import AnnotatedProof
 from proofcheck.data.synth import make_tasks
 from proofcheck.protocol import verifier_messages
 from proofcheck.reward.functions import AsyncMetaVerifierReward, FormatReward, MetaVerifierReward
+from proofcheck.schemas import AnnotatedProof
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from proofcheck.data.annotate.auth import Authenticator, AuthError, parse_tokens
 from proofcheck.data.annotate.models import QueueItem, SaveRequest
 from proofcheck.data.annotate.service import ServiceError, build_record, load_queue, sidecar_paths
 from proofcheck.data.loaders import DataError
-from proofcheck.data.schemas import AnnotatedProof
+from proofcheck.schemas import AnnotatedProof
 
 RAW = {"problem_id": "p", "problem": "Show it.", "domain": "qe", "subject": "analysis", "proof_id": "p#0",
        "steps": ["s0", "s1", "s2", "s3"], "annotation": {"stale": True}, "is_correct": True, "custom": 7}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from proofcheck.data.schemas import Annotation
 from proofcheck.parsing import format_verdict
 from proofcheck.reward.levels import GradeResult, Level, Scale, get_scale
 from proofcheck.reward.structural import grade_structural, structural_level
+from proofcheck.schemas import Annotation
 
 E, B, P, W = Level.EXACT_MATCH, Level.BASIC_MATCH, Level.POOR_MATCH, Level.WRONG_POLARITY
 N_STEPS = 8

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from proofcheck.data.loaders import DataError, load_records, validate_records
-from proofcheck.data.schemas import AnnotatedProof, Submission
+from proofcheck.schemas import AnnotatedProof, Submission
 
 BASE = {
     "problem_id": "p1", "problem": "Show 1+1=2.", "reference_solution": "Count.", "reference_answer": "",

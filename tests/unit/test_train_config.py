@@ -142,7 +142,7 @@ def test_build_from_jsonl_synthetic_and_dataset_folder(tmp_path: Path) -> None:
     import datasets
 
     from proofcheck.data.loaders import annotated_to_dataset
-    from proofcheck.data.schemas import AnnotatedProof
+    from proofcheck.schemas import AnnotatedProof
 
     expert = write_jsonl(tmp_path / "expert.jsonl", [{**t, "origin": None, "problem_id": f"e{i}",
                                                       "proof_id": f"e{i}-p"} for i, t in
@@ -168,7 +168,7 @@ def test_dataset_folder_with_invalid_rows_names_row_and_field(tmp_path: Path) ->
     import datasets
 
     from proofcheck.data.loaders import annotated_to_dataset
-    from proofcheck.data.schemas import AnnotatedProof
+    from proofcheck.schemas import AnnotatedProof
 
     rows = annotated_to_dataset([AnnotatedProof.model_validate(t) for t in make_tasks(3, seed=4)]).to_list()
     rows[1]["annotation"] = json.dumps({"first_fatal_error_step": 99, "recoverable_error_steps": [-1]})
