@@ -65,7 +65,7 @@ async def _generate(engine: Any, todo: list[tuple[Any, list[int]]], temperature:
 
     async def one(p: Any, indices: list[int]) -> list[dict]:
         async with sem:
-            gen = await engine.verify_passes(prover_messages(p.problem), len(indices), temperature=temperature,
+            gen = await engine.sample(prover_messages(p.problem), len(indices), temperature=temperature,
                                              max_tokens=max_tokens, seed=seed)
         recs = []
         for x, idx in zip(gen.passes, indices, strict=True):

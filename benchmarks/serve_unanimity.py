@@ -61,7 +61,7 @@ async def run_mode(mode: str, url: str, tasks: list[dict], max_tokens: int, conc
             if mode == "b":
                 t0 = time.perf_counter()
                 msgs = verifier_messages(t["problem"], t["steps"], t["reference_solution"])
-                gens = await asyncio.gather(*(engine.verify_passes(msgs, 1, temperature=1.0, max_tokens=max_tokens,
+                gens = await asyncio.gather(*(engine.sample(msgs, 1, temperature=1.0, max_tokens=max_tokens,
                                                                    seed=seed + i) for i in range(PASSES)))
                 gen = Generation([g.passes[0] for g in gens], gens[0].prompt_tokens)
                 return assemble(gen, len(t["steps"]), "unanimous", time.perf_counter() - t0)

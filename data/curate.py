@@ -178,7 +178,7 @@ def repair(rejected_path: str, repairer: str, checkers: list[str], out: str | Pa
         async def work(p: Any) -> dict:
             ann = p.annotation
             base = {"source_proof_id": p.proof_id, "repairer": repairer}
-            gen = await gen_engine.verify_passes(repair_messages(p.problem, p.steps, ann.reviewer_comment,
+            gen = await gen_engine.sample(repair_messages(p.problem, p.steps, ann.reviewer_comment,
                                                                  ann.first_fatal_error_step), 1,
                                                  temperature=0.7, max_tokens=max_tokens, seed=seed)
             out0 = gen.passes[0]

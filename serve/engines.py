@@ -1,6 +1,8 @@
-"""Pass engines: what generates the k verifier passes of one prompt, behind one interface.
+"""Pass engines: what generates k samples of one prompt, behind one interface.
 
-`PassEngine.verify_passes(messages, n, ...)` asks for `n` samples of one conversation in ONE
+The verifier's k passes, a prover's proofs (`proofcheck generate`) and repaired proofs
+(`data repair`) are all k samples of one conversation, so the method says just that:
+`PassEngine.sample(messages, n, ...)` asks for `n` samples of one conversation in ONE
 request (`n=k`, the prompt prefix is computed once) and returns one `PassOutput` per sample.
 It takes a `stop_when(finished)` callback that the engine calls every time a sample finishes:
 once it returns True the decision is fixed, and the engine stops the rest (the remote engine
@@ -64,7 +66,7 @@ class Generation:
 class PassEngine(Protocol):
     """Anything that can generate k samples of one conversation (see module docstring)."""
 
-    async def verify_passes(self, messages: list[dict[str, str]], n: int, *, temperature: float,
+    async def sample(self, messages: list[dict[str, str]], n: int, *, temperature: float,
                             max_tokens: int, seed: int | None, stop_when: StopWhen | None = None,
                             model: str | None = None) -> Generation:
         ...
@@ -162,7 +164,7 @@ class RemoteEngine:
 
     Example:
         >>> eng = RemoteEngine("http://127.0.0.1:8001/v1", "tiny")  # doctest: +SKIP
-        >>> gen = await eng.verify_passes(messages, 8, temperature=1.0, max_tokens=512, seed=0)  # doctest: +SKIP
+        >>> gen = await eng.sample(messages, 8, temperature=1.0, max_tokens=512, seed=0)  # doctest: +SKIP
     """
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 600.0,
@@ -180,7 +182,7 @@ class RemoteEngine:
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def verify_passes(self, messages: list[dict[str, str]], n: int, *, temperature: float = 1.0,
+    async def sample(self, messages: list[dict[str, str]], n: int, *, temperature: float = 1.0,
                             max_tokens: int = 1024, seed: int | None = None, stop_when: StopWhen | None = None,
                             model: str | None = None) -> Generation:
         """`n` samples of `messages` in one streamed request (see module docstring)."""

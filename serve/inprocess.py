@@ -4,7 +4,7 @@ request can be parsed as each finishes and the request aborted once the decision
 
 The base model and optionally one LoRA adapter (`lora=("name", "path")`, vLLM `enable_lora`
 plus a `LoRARequest` per request) are served; a request picks the adapter by its name, the base
-by its path or `served_name`. On the CPU build the settings of `proofcheck.serve.offline` apply.
+by its path or `served_name`. On the CPU build the settings of `proofcheck.serve.engine_args` apply.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from proofcheck.serve.engine_args import engine_kwargs
 from proofcheck.serve.engines import Generation, PassOutput, StopWhen
-from proofcheck.serve.offline import engine_kwargs
 
 
 class InProcessEngine:
@@ -21,7 +21,7 @@ class InProcessEngine:
 
     Example:
         >>> eng = InProcessEngine("runs/tiny")  # doctest: +SKIP
-        >>> gen = await eng.verify_passes(messages, 8, temperature=1.0, max_tokens=512, seed=0)  # doctest: +SKIP
+        >>> gen = await eng.sample(messages, 8, temperature=1.0, max_tokens=512, seed=0)  # doctest: +SKIP
     """
 
     def __init__(self, model: str, *, lora: tuple[str, str] | None = None, seed: int = 0,
@@ -60,7 +60,7 @@ class InProcessEngine:
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    async def verify_passes(self, messages: list[dict[str, str]], n: int, *, temperature: float = 1.0,
+    async def sample(self, messages: list[dict[str, str]], n: int, *, temperature: float = 1.0,
                             max_tokens: int = 1024, seed: int | None = None, stop_when: StopWhen | None = None,
                             model: str | None = None) -> Generation:
         """`n` samples in one request (shared prefix); abort the rest once `stop_when` says so."""

@@ -99,7 +99,7 @@ class Verifier:
         t0 = time.perf_counter()
         messages = (template_messages(self.prompt_template, problem, steps, reference) if self.prompt_template
                     else verifier_messages(problem, steps, reference))
-        gen = await self.engine.verify_passes(
+        gen = await self.engine.sample(
             messages, k, temperature=self.temperature,
             max_tokens=max_tokens or self.max_tokens, seed=seed,
             stop_when=None if all_passes else stop_rule(len(steps), k, rule), model=model or self.model)

@@ -48,7 +48,7 @@ class VLLMServer(ServiceProcess):
         cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                "--enforce-eager", "--max-model-len", "4096", "--seed", "0",
-               # whole prompts in one step: seeded requests crash vLLM-CPU on chunked prefill (serve/offline.py)
+               # whole prompts in one step: seeded requests crash vLLM-CPU on chunked prefill (serve/engine_args.py)
                "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768", *extra_args]
         super().__init__(cmd, f"http://127.0.0.1:{self.port}/health", log_path, env={"VLLM_CPU_KVCACHE_SPACE": "1"})
 

