@@ -2,9 +2,10 @@
 
 - Validation: every input goes through the schemas (file:line: field errors).
 - De-duplication: same problem text + same normalised steps (case and whitespace folded).
-- Mix: per-origin weights; 1 keeps every record once, 0.5 a seeded random half, 2 each twice.
-- Split: whole problems go to eval until `eval_fraction` of the records is reached, so no
-  problem is in both train and eval.
+- Split and mix: the rules of `proofcheck.data.assembly`, the same as `train/grpo.py` applies:
+  `eval_fraction` of the problems (normalised statements) held out whole, then the training
+  split drawn by origin in the `--mix` proportions (`--train-size` rows, or as many as possible
+  without repeating one; no `--mix`: every record once).
 - Balance (optional): the train split's majority label is down-sampled to the minority's size.
 Output: a `datasets.DatasetDict` (train/eval) saved with `save_to_disk`, the same as JSONL,
 and a card (card.json + README.md) with counts by origin, domain, subject and label.
@@ -13,64 +14,45 @@ and a card (card.json + README.md) with counts by origin, domain, subject and la
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from proofcheck.data.assembly import ORIGINS, hold_out, mix, problem_key
 from proofcheck.data.loaders import load_records
 from proofcheck.data.synth import make_tasks
 from proofcheck.io import write_json_atomic, write_jsonl_atomic, write_text_atomic
 from proofcheck.schemas import AnnotatedProof
 
-ORIGINS = ("expert", "repaired", "synthetic")
 
+def parse_mix(text: str) -> dict[str, float] | None:
+    """`expert=0.7,repaired=0.3` -> shares {expert: 0.7, repaired: 0.3, synthetic: 0.0}.
 
-def parse_mix(text: str) -> dict[str, float]:
-    """`expert=1,repaired=0.5` -> {"expert": 1.0, "repaired": 0.5}; unknown origins are errors."""
-    mix = {o: 1.0 for o in ORIGINS}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    Origins not named get no share; "" means no mix (every record once). Unknown origins,
+    non-numbers and negative shares are errors.
+    """
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        return None
+    shares = {o: 0.0 for o in ORIGINS}
+    for part in parts:
         name, sep, value = part.partition("=")
         if not sep or name not in ORIGINS:
-            raise ValueError(f"--mix item {part!r}: expected origin=weight with origin in {', '.join(ORIGINS)}")
+            raise ValueError(f"--mix item {part!r}: expected origin=share with origin in {', '.join(ORIGINS)}")
         try:
-            mix[name] = float(value)
+            shares[name] = float(value)
         except ValueError as e:
-            raise ValueError(f"--mix item {part!r}: weight {value!r} is not a number") from e
-        if mix[name] < 0:
-            raise ValueError(f"--mix item {part!r}: weight must be >= 0")
-    return mix
-
-
-def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip().lower()
+            raise ValueError(f"--mix item {part!r}: share {value!r} is not a number") from e
+        if shares[name] < 0:
+            raise ValueError(f"--mix item {part!r}: share must be >= 0")
+    if sum(shares.values()) <= 0:
+        raise ValueError(f"--mix {text!r}: the shares sum to 0; give at least one origin a positive share")
+    return shares
 
 
 def dedup_key(p: AnnotatedProof) -> tuple[str, tuple[str, ...]]:
-    return _norm(p.problem), tuple(_norm(s) for s in p.steps)
-
-
-def _weighted(records: list[AnnotatedProof], weight: float, rng: random.Random) -> list[AnnotatedProof]:
-    whole, frac = int(weight), weight - int(weight)
-    out = [r for r in records for _ in range(whole)]
-    if frac:
-        out += rng.sample(records, round(frac * len(records)))
-    return out
-
-
-def split_by_problem(records: list[AnnotatedProof], eval_fraction: float,
-                     rng: random.Random) -> tuple[list[AnnotatedProof], list[AnnotatedProof]]:
-    """Whole problems to eval until `eval_fraction` of the records; the rest to train."""
-    groups: dict[str, list[AnnotatedProof]] = {}
-    for r in records:
-        groups.setdefault(_norm(r.problem), []).append(r)
-    keys = sorted(groups)
-    rng.shuffle(keys)
-    target = eval_fraction * len(records)
-    train, evals = [], []
-    for k in keys:
-        (evals if len(evals) < target and eval_fraction > 0 else train).extend(groups[k])
-    return train, evals
+    """Same problem and same steps, case and whitespace folded."""
+    return problem_key(p.problem), tuple(problem_key(s) for s in p.steps)
 
 
 def balance(records: list[AnnotatedProof], rng: random.Random) -> list[AnnotatedProof]:
@@ -85,20 +67,21 @@ def card(splits: dict[str, list[AnnotatedProof]], stats: dict[str, Any]) -> dict
         return {"n": len(rs), "origin": dict(Counter(r.origin or "expert" for r in rs)),
                 "domain": dict(Counter(r.domain for r in rs)), "subject": dict(Counter(r.subject for r in rs)),
                 "label": {"valid": sum(r.gold_is_correct for r in rs), "invalid": sum(not r.gold_is_correct for r in rs)},
-                "problems": len({_norm(r.problem) for r in rs})}
+                "problems": len({problem_key(r.problem) for r in rs})}
 
     return {"splits": {k: counts(v) for k, v in splits.items()}, **stats}
 
 
 def build_dataset(out: str | Path, *, expert: str | None, repaired: str | None = None, synthetic: int = 0,
-                  mix: dict[str, float] | None = None, eval_fraction: float = 0.1, balance_labels: bool = False,
-                  seed: int = 0) -> dict[str, Any]:
-    """Build and save the dataset; returns the card."""
+                  shares: dict[str, float] | None = None, train_size: int | None = None,
+                  eval_fraction: float = 0.1, balance_labels: bool = False, seed: int = 0) -> dict[str, Any]:
+    """Build and save the dataset; returns the card. `shares` / `train_size`: see `assembly.mix`."""
     if not 0 <= eval_fraction < 1:
         raise ValueError("--eval-fraction must be in [0, 1)")
     if not expert and not repaired and synthetic <= 0:
         raise ValueError("nothing to build: give --expert, --repaired or --synthetic N")
-    mix = mix or parse_mix("")
+    if train_size is not None and (shares is None or train_size < 1):
+        raise ValueError("--train-size needs --mix and must be >= 1 (without a mix every record is used once)")
     rng = random.Random(seed)
     pools: dict[str, list[AnnotatedProof]] = {o: [] for o in ORIGINS}
     for path, origin in ((expert, "expert"), (repaired, "repaired")):
@@ -116,13 +99,14 @@ def build_dataset(out: str | Path, *, expert: str | None, repaired: str | None =
                 continue
             seen.add(k)
             unique.append(r)
-    train, evals = split_by_problem(unique, eval_fraction, rng)
-    mixed = [r2 for o in ORIGINS for r2 in _weighted([r for r in train if (r.origin or "expert") == o], mix[o], rng)]
+    train, evals = hold_out(unique, eval_fraction, seed, problem_of=lambda r: r.problem)
+    mixed = mix(train, shares, train_size, seed, origin_of=lambda r: r.origin or "expert")
     if balance_labels:
         mixed = balance(mixed, rng)
     rng.shuffle(mixed)
     return save(out, {"train": mixed, "eval": evals},
-                {"duplicates_removed": dups, "mix": mix, "eval_fraction": eval_fraction, "seed": seed,
+                {"duplicates_removed": dups, "mix": shares, "train_size": train_size,
+                 "eval_fraction": eval_fraction, "seed": seed,
                  "balanced": balance_labels, "inputs": {"expert": expert, "repaired": repaired, "synthetic": synthetic}})
 
 

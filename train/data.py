@@ -8,22 +8,24 @@ Sources:
 - synthetic tasks with exact labels (`proofcheck.data.synth.make_tasks`).
 
 Evaluation rows come from the folders' eval splits plus a by-problem hold-out (`eval_fraction`)
-of the other sources (JSONL, synthetic, folders without an eval split): no problem is in both sets. The training rows are then mixed by
-origin (`mix_ratios`). Each row gets a conversational `prompt` column (system + user turn from
-`proofcheck.protocol.verifier_messages`; TRL applies the model's chat template) and keeps
-`annotation` (JSON text) and `n_steps`, which the reward functions read.
+of the other sources (JSONL, synthetic, folders without an eval split): no problem is in both sets.
+The training rows are then mixed by origin (`mix_ratios`). Hold-out and mix are the rules of
+`proofcheck.data.assembly`, the same `proofcheck data build` applies. Each row gets a
+conversational `prompt` column (system + user turn from `proofcheck.protocol.verifier_messages`;
+TRL applies the model's chat template) and keeps `annotation` (JSON text) and `n_steps`, which
+the reward functions read.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proofcheck.data import assembly
 from proofcheck.data.loaders import DataError, annotated_to_dataset, load_records
 from proofcheck.protocol import verifier_messages
 from proofcheck.schemas import AnnotatedProof
@@ -114,60 +116,19 @@ def synthetic_rows(n: int, seed: int) -> list[dict[str, Any]]:
     return _rows_from_records(records, "synthetic")
 
 
-def hold_out(rows: list[dict], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
-    """Split rows by problem: about `fraction` of the problems (at least one) go to eval."""
-    if fraction <= 0 or not rows:
-        return rows, []
-    problems = sorted({r["problem_id"] for r in rows})
-    if len(problems) < 2:
-        return rows, []
-    random.Random(seed).shuffle(problems)
-    n_eval = min(len(problems) - 1, max(1, round(fraction * len(problems))))
-    held = set(problems[:n_eval])
-    return [r for r in rows if r["problem_id"] not in held], [r for r in rows if r["problem_id"] in held]
-
-
-def mix(rows: list[dict], ratios: list[float] | None, size: int | None, seed: int) -> list[dict]:
-    """Draw the training set by origin in the proportions `ratios` (expert, repaired, synthetic).
-
-    No ratios: every row once (shuffled). With ratios: `size` rows (origins too small for their
-    share are repeated), or the largest size that repeats no row.
-    """
-    rng = random.Random(seed)
-    if ratios is None:
-        out = list(rows)
-        rng.shuffle(out)
-        return out
-    by_origin = {o: [r for r in rows if r["origin"] == o] for o in ORIGINS}
-    total = sum(ratios)
-    shares = {o: w / total for o, w in zip(ORIGINS, ratios, strict=True)}
-    empty = [o for o in ORIGINS if shares[o] > 0 and not by_origin[o]]
-    if empty:
-        raise ConfigError(f"mix_ratios gives {', '.join(empty)} rows a share, but the data has none "
-                          f"(rows by origin: { {o: len(v) for o, v in by_origin.items()} }); "
-                          "add such files or set that ratio to 0")
-    if size is None:
-        size = min(math.floor(len(by_origin[o]) / shares[o]) for o in ORIGINS if shares[o] > 0)
-    out = []
-    for o in ORIGINS:
-        want = round(shares[o] * size)
-        pool = list(by_origin[o])
-        rng.shuffle(pool)
-        while want > 0 and pool:
-            take = pool[:want]
-            out += take
-            want -= len(take)
-    rng.shuffle(out)
-    if not out:
-        raise ConfigError(f"mix_ratios={ratios} with train_size={size} selects no training row")
-    return out
-
-
 def add_prompts(rows: list[dict], with_reference: bool) -> list[dict]:
     """Add the conversational `prompt` column (the annotation is never shown to the verifier)."""
     return [{**r, "prompt": verifier_messages(r["problem"], list(r["steps"]),
                                               r["reference_solution"] if with_reference else None)}
             for r in rows]
+
+
+def _problem(row: dict[str, Any]) -> str:
+    return row["problem"]
+
+
+def _origin(row: dict[str, Any]) -> str:
+    return row["origin"]
 
 
 def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
@@ -200,16 +161,21 @@ def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
         pool += synth
     if problems:
         raise DataError(problems)
-    train_pool, held = hold_out(pool, args.eval_fraction, args.mix_seed)
-    train_pool = train_pool + fixed_train  # a new list: hold_out may return `pool` itself
+    train_pool, held = assembly.hold_out(pool, args.eval_fraction, args.mix_seed, problem_of=_problem)
+    train_pool = train_pool + fixed_train
     eval_rows = given_eval + held
-    overlap = sorted({r["problem_id"] for r in eval_rows} & {r["problem_id"] for r in train_pool})
+    overlap = sorted({assembly.problem_key(r["problem"]) for r in eval_rows}
+                     & {assembly.problem_key(r["problem"]) for r in train_pool})
     if overlap:
-        raise DataError([f"problem {pid!r} is in an eval split and in training data; hold it out of one of them"
-                         for pid in overlap[:20]])
+        raise DataError([f"problem {p[:80]!r} is in an eval split and in training data; hold it out of one of them"
+                         for p in overlap[:20]])
     if not train_pool:
         raise ConfigError("no training rows left after the eval hold-out: add data or lower eval_fraction")
-    train = mix(train_pool, args.mix_ratios, args.train_size, args.mix_seed)
+    ratios = dict(zip(ORIGINS, args.mix_ratios, strict=True)) if args.mix_ratios is not None else None
+    try:
+        train = assembly.mix(train_pool, ratios, args.train_size, args.mix_seed, origin_of=_origin)
+    except assembly.MixError as e:
+        raise ConfigError(f"mix_ratios={args.mix_ratios}, train_size={args.train_size}: {e}") from e
     rng = random.Random(args.mix_seed + 1)
     eval_rows = list(eval_rows)
     rng.shuffle(eval_rows)

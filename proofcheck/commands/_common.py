@@ -17,13 +17,13 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 
     argparse's defaults formatter appends "(default: X)" to every option, so an option whose help
     already says its default ("(default: the first model it lists)") read "... (default: None)".
-    Here the default is appended only when it says something: not for None or False (unset
-    options and flags), and not when the help text already names the default.
+    Here the default is appended only when it says something: not for None, False or "" (unset
+    options, flags), and not when the help text already names the default.
     """
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if "default" in text.lower() or action.default is None or action.default is False:
+        if "default" in text.lower() or action.default is None or action.default is False or action.default == "":
             return text
         return super()._get_help_string(action)
 
@@ -56,6 +56,23 @@ def api_key(env_name: str | None) -> str | None:
         raise UsageError(f"--api-key-env {env_name}: the variable {env_name} is not set (or empty); "
                          f"export {env_name}=<key> first, or drop --api-key-env for an endpoint without a key")
     return key
+
+
+def finish_run(summary: dict[str, Any], what: str = "run") -> int:
+    """0 for a complete run; `EXIT_INCOMPLETE` (and what is missing, on stderr) for an incomplete one.
+
+    `summary` carries `proofcheck.rundir.completeness`: `complete`, `errored_passes`,
+    `missing_records`, `grader_failures`.
+    """
+    if summary.get("complete", True):
+        return 0
+    parts = [f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records", "grader_failures")
+             if summary.get(k)]
+    hint = " (rerun the same command with --resume to retry them)" if summary.get("errored_passes") else ""
+    examples = (summary.get("endpoint_errors") or {}).get("examples") or {}
+    first = f"; first error: {next(iter(examples.values()))}" if examples else ""
+    print(f"incomplete {what}: {', '.join(parts)}{hint}{first}", file=sys.stderr)
+    return EXIT_INCOMPLETE
 
 
 def fail(message: str, code: int = 1) -> int:

@@ -31,8 +31,12 @@ def register(sub: Any) -> None:
     b.add_argument("--expert", help="expert-annotated proofs JSONL")
     b.add_argument("--repaired", help="repaired proofs JSONL (from `proofcheck data repair`)")
     b.add_argument("--synthetic", type=int, default=0, help="number of synthetic tasks to add")
-    b.add_argument("--mix", default="", help="per-origin weights, e.g. expert=1,repaired=0.5 (2 = twice, 0.5 = half)")
-    b.add_argument("--eval-fraction", type=float, default=0.1, help="share of records held out, whole problems")
+    b.add_argument("--mix", default="", help="share of each origin in the train split, e.g. expert=0.7,repaired=0.3 "
+                   "(origins not named get none; unset: every record once). The rule train/grpo.py's mix_ratios uses")
+    b.add_argument("--train-size", type=int, help="train split size with --mix (small origins are repeated); "
+                   "default: as many as possible without repeating a record")
+    b.add_argument("--eval-fraction", type=float, default=0.1, help="share of the problems (normalised statements) "
+                   "held out whole for eval; the rule train/grpo.py's eval_fraction uses")
     b.add_argument("--balance", action="store_true", help="down-sample the train split's majority label")
     b.add_argument("--seed", type=int, default=0, help="seed for sampling and the split")
     b.add_argument("--out", required=True, help="output folder (dataset/, train.jsonl, eval.jsonl, card.json)")
@@ -144,8 +148,8 @@ def _build(args: argparse.Namespace) -> int:
 
     try:
         c = build_dataset(args.out, expert=args.expert, repaired=args.repaired, synthetic=args.synthetic,
-                          mix=parse_mix(args.mix), eval_fraction=args.eval_fraction, balance_labels=args.balance,
-                          seed=args.seed)
+                          shares=parse_mix(args.mix), train_size=args.train_size, eval_fraction=args.eval_fraction,
+                          balance_labels=args.balance, seed=args.seed)
     except (DataError, FileNotFoundError, ValueError) as e:
         return fail(str(e))
     for name, s in c["splits"].items():

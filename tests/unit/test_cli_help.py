@@ -31,7 +31,8 @@ def option_helps(parser: argparse.ArgumentParser) -> list[str]:
 @pytest.mark.parametrize(("path", "parser"), ALL, ids=[p for p, _ in ALL])
 def test_defaults_shown_once_and_only_when_meaningful(path: str, parser: argparse.ArgumentParser) -> None:
     for entry in option_helps(parser):
-        assert "(default: None)" not in entry and "(default: False)" not in entry, f"{path}: {entry}"
+        for empty in ("(default: None)", "(default: False)", "(default: )"):
+            assert empty not in entry, f"{path}: {entry}"
         assert entry.count("(default:") <= 1, f"{path}: {entry}"
 
 

@@ -21,17 +21,17 @@ def test_entropy(a, r, bits):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("", {"expert": 1.0, "repaired": 1.0, "synthetic": 1.0}),
-     ("expert=1,repaired=0.5", {"expert": 1.0, "repaired": 0.5, "synthetic": 1.0}),
-     ("synthetic=2", {"expert": 1.0, "repaired": 1.0, "synthetic": 2.0})],
+    [("", None),
+     ("expert=0.7,repaired=0.3", {"expert": 0.7, "repaired": 0.3, "synthetic": 0.0}),
+     ("synthetic=2", {"expert": 0.0, "repaired": 0.0, "synthetic": 2.0})],
 )
 def test_parse_mix(text, expected):
     assert parse_mix(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["human=1", "expert", "expert=x", "expert=-1"])
+@pytest.mark.parametrize("bad", ["human=1", "expert", "expert=x", "expert=-1", "expert=0"])
 def test_parse_mix_errors(bad):
-    with pytest.raises(ValueError, match="--mix item"):
+    with pytest.raises(ValueError, match="--mix"):
         parse_mix(bad)
 
 
@@ -70,10 +70,15 @@ def test_build_dedups_and_splits_by_problem(tmp_path):
 
 
 def test_build_mix_and_balance(tmp_path):
+    # 48 expert samples, 40 synthetic; shares 1:2 -> the largest set repeating nothing: 60 = 20 + 40
     card = build_dataset(tmp_path / "o", expert=str(SAMPLES_DIR / "annotated.jsonl"), synthetic=40,
-                         mix={"expert": 0.5, "repaired": 1.0, "synthetic": 2.0}, eval_fraction=0.0, seed=0)
+                         shares={"expert": 1.0, "repaired": 0.0, "synthetic": 2.0}, eval_fraction=0.0, seed=0)
     origin = card["splits"]["train"]["origin"]
-    assert origin["expert"] == 24 and origin["synthetic"] == 80
+    assert origin == {"expert": 20, "synthetic": 40}
+    card = build_dataset(tmp_path / "s", expert=str(SAMPLES_DIR / "annotated.jsonl"), synthetic=40,
+                         shares={"expert": 1.0, "repaired": 0.0, "synthetic": 1.0}, train_size=200,
+                         eval_fraction=0.0, seed=0)
+    assert card["splits"]["train"]["origin"] == {"expert": 100, "synthetic": 100}  # both repeated
     card = build_dataset(tmp_path / "b", expert=str(SAMPLES_DIR / "annotated.jsonl"), eval_fraction=0.0,
                          balance_labels=True, seed=0)
     lab = card["splits"]["train"]["label"]

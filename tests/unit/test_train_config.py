@@ -19,7 +19,7 @@ import pytest
 from proofcheck.data.loaders import DataError
 from proofcheck.data.synth import make_tasks
 from proofcheck.train.config import ConfigError, ProofcheckScriptArguments, check_compatible, check_paths
-from proofcheck.train.data import build_training_data, hold_out, mix
+from proofcheck.train.data import build_training_data
 
 REPO = Path(__file__).resolve().parents[2]
 NO_MODEL = "/nonexistent/model-that-must-not-be-loaded"
@@ -108,34 +108,12 @@ def test_check_paths_names_each_missing_file(tmp_path: Path) -> None:
     assert str(ok) not in str(e.value)
 
 
-def _rows(origin: str, n: int) -> list[dict]:
-    return [{"origin": origin, "problem_id": f"{origin}-{i}", "proof_id": f"{origin}-{i}"} for i in range(n)]
-
-
-@pytest.mark.parametrize("ratios, size, expected", [
-    (None, None, {"expert": 10, "repaired": 4, "synthetic": 6}),
-    ([1, 1, 0], None, {"expert": 4, "repaired": 4}),          # repaired (4) limits: no row repeated
-    ([0.5, 0, 0.5], None, {"expert": 6, "synthetic": 6}),
-    ([1, 1, 0], 20, {"expert": 10, "repaired": 10}),          # repaired repeated to fill its share
-    ([3, 1, 0], 8, {"expert": 6, "repaired": 2}),
-])
-def test_mix_counts(ratios: list | None, size: int | None, expected: dict) -> None:
-    rows = _rows("expert", 10) + _rows("repaired", 4) + _rows("synthetic", 6)
-    out = mix(rows, ratios, size, seed=0)
-    counts = {o: sum(r["origin"] == o for r in out) for o in ("expert", "repaired", "synthetic")}
-    assert {k: v for k, v in counts.items() if v} == expected
-
-
-def test_mix_missing_origin_is_an_error() -> None:
-    with pytest.raises(ConfigError, match="repaired"):
-        mix(_rows("expert", 3), [1, 1, 0], None, seed=0)
-
-
-def test_hold_out_splits_by_problem() -> None:
-    rows = [{"problem_id": f"p{i // 2}", "proof_id": f"x{i}"} for i in range(20)]
-    train, ev = hold_out(rows, 0.2, seed=1)
-    assert len(train) + len(ev) == 20 and ev
-    assert not {r["problem_id"] for r in train} & {r["problem_id"] for r in ev}
+def test_a_mix_the_data_cannot_meet_is_a_config_error(tmp_path: Path) -> None:
+    """The shared mixing rule (tests/unit/test_assembly.py) surfaces as a ConfigError naming the fields."""
+    expert = write_jsonl(tmp_path / "expert.jsonl", [{**t, "origin": "expert"} for t in make_tasks(4, seed=1)])
+    args = ProofcheckScriptArguments(expert_files=[str(expert)], mix_ratios=[1, 1, 0], eval_fraction=0.0)
+    with pytest.raises(ConfigError, match=r"mix_ratios=\[1\.0, 1\.0, 0\.0\].*repaired"):
+        build_training_data(args)
 
 
 def test_build_from_jsonl_synthetic_and_dataset_folder(tmp_path: Path) -> None:
@@ -246,11 +224,11 @@ def test_reads_the_folder_proofcheck_data_build_writes(tmp_path: Path) -> None:
     expert = write_jsonl(tmp_path / "expert.jsonl", [{**t, "origin": "expert", "problem_id": f"e{i}",
                                                       "proof_id": f"e{i}-p"} for i, t in
                                                      enumerate(make_tasks(10, seed=6))])
-    build_dataset(tmp_path / "built", expert=str(expert), mix={"expert": 2.0, "repaired": 1.0, "synthetic": 1.0},
-                  eval_fraction=0.2, seed=0)
+    build_dataset(tmp_path / "built", expert=str(expert), shares={"expert": 1.0, "repaired": 0.0, "synthetic": 0.0},
+                  train_size=16, eval_fraction=0.2, seed=0)  # 2 of 10 problems held out, 8 proofs x 2
     for folder in (tmp_path / "built", tmp_path / "built" / "dataset"):
         data = build_training_data(ProofcheckScriptArguments(expert_files=[str(folder)], eval_max_samples=100))
         n_eval = len({r["proof_id"] for r in data.eval})
         assert n_eval == len(data.eval) > 0  # the build's eval split
-        assert len(data.train) == 2 * (10 - n_eval)  # expert=2: every training proof twice
+        assert n_eval == 2 and len(data.train) == 16  # every training proof twice
         assert not {r["problem_id"] for r in data.train} & {r["problem_id"] for r in data.eval}

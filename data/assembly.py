@@ -1,0 +1,101 @@
+"""The one dataset-assembly rule set, used by `proofcheck data build` and by `train/grpo.py`.
+
+- **Hold-out by problem** (`hold_out`): proofs are grouped by their problem statement, normalised
+  (case and whitespace folded, so the same problem under two ids or two spacings is one problem);
+  `round(fraction x problems)` whole problems (at least one, never all) go to evaluation, chosen
+  with `random.Random(seed)`. No problem is in both sets.
+- **Mix by origin** (`mix`): `ratios` gives each origin (expert, repaired, synthetic) a share of
+  the training set; the set has `size` rows (an origin too small for its share is repeated), or,
+  without a size, as many as possible without repeating a row. No ratios: every row once.
+
+Both work on any item type through accessor functions (`problem_of`, `origin_of`), so records
+(`AnnotatedProof`) and dataset rows (dicts) follow exactly the same rules.
+
+Example:
+    >>> rows = [{"problem": f"P{i % 4}", "origin": "expert"} for i in range(8)]
+    >>> train, held = hold_out(rows, 0.25, seed=0, problem_of=lambda r: r["problem"])
+    >>> len(held), len({problem_key(r["problem"]) for r in held})
+    (2, 1)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+T = TypeVar("T")
+
+ORIGINS = ("expert", "repaired", "synthetic")
+
+
+class MixError(ValueError):
+    """The mixing ratios cannot be met by the data (the message says which origin and what to do)."""
+
+
+def problem_key(problem: str) -> str:
+    """The normalised problem statement that decides which proofs belong to the same problem."""
+    return re.sub(r"\s+", " ", problem).strip().lower()
+
+
+def hold_out(items: list[T], fraction: float, seed: int,
+             problem_of: Callable[[T], str]) -> tuple[list[T], list[T]]:
+    """(train, eval): `round(fraction x problems)` whole problems (1 <= n < problems) to eval.
+
+    With `fraction <= 0`, or fewer than two problems, nothing is held out. Order within each
+    set follows `items`.
+    """
+    if fraction <= 0 or not items:
+        return list(items), []
+    problems = sorted({problem_key(problem_of(it)) for it in items})
+    if len(problems) < 2:
+        return list(items), []
+    random.Random(seed).shuffle(problems)
+    n_eval = min(len(problems) - 1, max(1, round(fraction * len(problems))))
+    held = set(problems[:n_eval])
+    train = [it for it in items if problem_key(problem_of(it)) not in held]
+    return train, [it for it in items if problem_key(problem_of(it)) in held]
+
+
+def mix(items: list[T], ratios: Mapping[str, float] | None, size: int | None, seed: int,
+        origin_of: Callable[[T], str]) -> list[T]:
+    """The training set drawn by origin in the proportions `ratios` (origin -> share), shuffled.
+
+    No ratios: every item once. With ratios: `size` items (origins too small for their share are
+    repeated), or the largest size that repeats no item. Raises `MixError` when an origin with a
+    share has no items, or when nothing would be selected.
+    """
+    rng = random.Random(seed)
+    if ratios is None:
+        out = list(items)
+        rng.shuffle(out)
+        return out
+    unknown = sorted(set(ratios) - set(ORIGINS))
+    if unknown or sum(ratios.values()) <= 0 or any(w < 0 for w in ratios.values()):
+        raise MixError(f"mixing ratios {dict(ratios)}: give non-negative shares for {', '.join(ORIGINS)} "
+                       "with a positive sum")
+    by_origin = {o: [it for it in items if origin_of(it) == o] for o in ORIGINS}
+    total = sum(ratios.values())
+    shares = {o: ratios.get(o, 0.0) / total for o in ORIGINS}
+    empty = [o for o in ORIGINS if shares[o] > 0 and not by_origin[o]]
+    if empty:
+        raise MixError(f"the mix gives {', '.join(empty)} rows a share, but the data has none "
+                       f"(rows by origin: { {o: len(v) for o, v in by_origin.items()} }); "
+                       "add such data or set that share to 0")
+    if size is None:
+        size = min(math.floor(len(by_origin[o]) / shares[o]) for o in ORIGINS if shares[o] > 0)
+    out: list[T] = []
+    for o in ORIGINS:
+        want = round(shares[o] * size)
+        pool = list(by_origin[o])
+        rng.shuffle(pool)
+        while want > 0 and pool:
+            take = pool[:want]
+            out += take
+            want -= len(take)
+    rng.shuffle(out)
+    if not out:
+        raise MixError(f"the mix {dict(ratios)} with size {size} selects no training row")
+    return out

@@ -1,0 +1,99 @@
+"""The one dataset-assembly rule set (`proofcheck.data.assembly`): hold-out by normalised problem,
+mix by origin. `proofcheck data build` and `train/grpo.py` both go through it (checked at the end)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proofcheck.data import assembly
+from proofcheck.data.assembly import MixError, hold_out, mix, problem_key
+
+
+def rows(origin: str, n: int) -> list[dict]:
+    return [{"origin": origin, "problem": f"{origin} problem {i}", "proof_id": f"{origin}-{i}"} for i in range(n)]
+
+
+def origin(r: dict) -> str:
+    return r["origin"]
+
+
+def problem(r: dict) -> str:
+    return r["problem"]
+
+
+@pytest.mark.parametrize(("ratios", "size", "expected"), [
+    (None, None, {"expert": 10, "repaired": 4, "synthetic": 6}),
+    ({"expert": 1, "repaired": 1}, None, {"expert": 4, "repaired": 4}),        # repaired (4) limits: none repeated
+    ({"expert": 0.5, "synthetic": 0.5}, None, {"expert": 6, "synthetic": 6}),
+    ({"expert": 1, "repaired": 1}, 20, {"expert": 10, "repaired": 10}),        # repaired repeated to fill its share
+    ({"expert": 3, "repaired": 1, "synthetic": 0}, 8, {"expert": 6, "repaired": 2}),
+])
+def test_mix_counts(ratios: dict | None, size: int | None, expected: dict) -> None:
+    out = mix(rows("expert", 10) + rows("repaired", 4) + rows("synthetic", 6), ratios, size, 0, origin)
+    counts = {o: sum(r["origin"] == o for r in out) for o in assembly.ORIGINS}
+    assert {k: v for k, v in counts.items() if v} == expected
+
+
+def test_mix_repeats_evenly() -> None:
+    out = mix(rows("expert", 5), {"expert": 1}, 10, 0, origin)
+    assert sorted(r["proof_id"] for r in out) == sorted([f"expert-{i}" for i in range(5)] * 2)
+
+
+@pytest.mark.parametrize(("items", "ratios", "match"), [
+    (rows("expert", 3), {"expert": 1, "repaired": 1}, "repaired rows a share, but the data has none"),
+    (rows("expert", 3), {"human": 1}, "non-negative shares for expert, repaired, synthetic"),
+    (rows("expert", 3), {"expert": 0}, "positive sum"),
+])
+def test_mix_errors(items: list, ratios: dict, match: str) -> None:
+    with pytest.raises(MixError, match=match):
+        mix(items, ratios, None, 0, origin)
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("Prove  that\nx > 0.", "prove that x > 0."),
+    ("  PROVE that x > 0.  ", "prove that x > 0."),
+])
+def test_problem_key_folds_case_and_whitespace(text: str, key: str) -> None:
+    assert problem_key(text) == key
+
+
+@pytest.mark.parametrize(("n_problems", "fraction", "n_held"), [
+    (10, 0.2, 2), (10, 0.25, 2), (10, 0.0, 0), (1, 0.5, 0), (2, 0.9, 1), (3, 0.01, 1), (4, 1.0, 3),
+])
+def test_hold_out_counts_whole_problems(n_problems: int, fraction: float, n_held: int) -> None:
+    items = [{"problem": f"P{i % n_problems}", "k": i} for i in range(3 * n_problems)]
+    train, held = hold_out(items, fraction, 1, problem)
+    assert len({r["problem"] for r in held}) == n_held
+    assert len(train) + len(held) == len(items)
+    assert not {r["problem"] for r in train} & {r["problem"] for r in held}
+
+
+def test_hold_out_groups_the_same_problem_written_differently() -> None:
+    items = [{"problem": "Prove x > 0.", "id": "a"}, {"problem": "prove  x > 0.", "id": "b"},
+             {"problem": "Prove y > 0.", "id": "c"}, {"problem": "Prove z > 0.", "id": "d"}]
+    for seed in range(6):
+        train, held = hold_out(items, 0.34, seed, problem)
+        ids = {r["id"] for r in held}
+        assert ids in ({"a", "b"}, {"c"}, {"d"})  # a and b go together, always
+
+
+def test_build_and_training_use_the_same_split(tmp_path: Path) -> None:
+    """The same records, fraction and seed: `data build` and the trainer hold out the same problems."""
+    import json
+
+    from proofcheck.data.build import build_dataset
+    from proofcheck.data.synth import make_tasks
+    from proofcheck.train.config import ProofcheckScriptArguments
+    from proofcheck.train.data import build_training_data
+
+    tasks = [{**t, "origin": "expert", "problem_id": f"p{i}", "proof_id": f"p{i}-x"}
+             for i, t in enumerate(make_tasks(12, seed=4))]
+    src = tmp_path / "expert.jsonl"
+    src.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    build_dataset(tmp_path / "built", expert=str(src), eval_fraction=0.25, seed=7)
+    built_eval = {json.loads(x)["proof_id"] for x in (tmp_path / "built" / "eval.jsonl").read_text().splitlines()}
+    data = build_training_data(ProofcheckScriptArguments(expert_files=[str(src)], eval_fraction=0.25, mix_seed=7,
+                                                         eval_max_samples=100))
+    assert built_eval and {r["proof_id"] for r in data.eval} == built_eval
