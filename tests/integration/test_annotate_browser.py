@@ -55,13 +55,17 @@ ITEMS = [
 class AnnotateServer:
     """`proofcheck annotate` as a subprocess on 127.0.0.1, stopped (or killed) by its handle."""
 
-    def __init__(self, inp: Path, out: Path, log: Path, port: int | None = None):
+    def __init__(self, inp: Path, out: Path, log: Path, port: int | None = None, tokens: str | None = None):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log, "a")
         cmd = [sys.executable, "-m", "proofcheck.cli", "annotate", "--input", str(inp), "--out", str(out),
                "--host", "127.0.0.1", "--port", str(self.port)]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        env = dict(os.environ)
+        if tokens is not None:  # `name:token,...` required at login
+            cmd += ["--token-env", "PC_TEST_ANNOTATE_TOKENS"]
+            env["PC_TEST_ANNOTATE_TOKENS"] = tokens
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"server exited with {self.proc.returncode}; see {log}"
@@ -198,12 +202,43 @@ def served(tmp_path: Path):
     server.stop()
 
 
+TOKEN_ROW_SHOWN = ("(() => { const e = document.getElementById('login-token-row'); "
+                   "return getComputedStyle(e).display !== 'none' && e.getBoundingClientRect().height > 0; })()")
+
+
+def test_login_asks_for_a_token_only_when_tokens_are_required(tmp_path: Path) -> None:
+    inp, out = write_items(tmp_path / "proofs.jsonl"), tmp_path / "annotated.jsonl"
+    server = AnnotateServer(inp, out, tmp_path / "server.log", tokens="alice:s3cret")
+    browser = Browser(tmp_path / "profile", tmp_path / "chromium.log")
+    try:
+        browser.goto(server.url + "/")
+        browser.wait_for("!document.getElementById('login').hidden")
+        assert browser.eval(TOKEN_ROW_SHOWN) is True
+        browser.click("#login-name")
+        browser.type("alice")
+        browser.click("#login-token")
+        browser.type("wrong")
+        browser.click("#login-go")
+        browser.wait_for("document.getElementById('login-msg').textContent !== ''")
+        assert browser.eval("document.getElementById('work').hidden") is True
+        browser.eval("document.getElementById('login-token').value = ''")
+        browser.click("#login-token")
+        browser.type("s3cret")
+        browser.click("#login-go")
+        browser.wait_for("document.querySelectorAll('#steps .step').length === 4")
+        assert browser.eval("document.getElementById('who').textContent") == "alice"
+    finally:
+        browser.close()
+        server.stop()
+
+
 def test_browser_marks_steps_saves_and_resumes(served, tmp_path: Path) -> None:
     server, out = served
     browser = Browser(tmp_path / "profile", tmp_path / "chromium.log")
     try:
         browser.goto(server.url + "/")
         browser.wait_for("!document.getElementById('login').hidden")
+        assert browser.eval(TOKEN_ROW_SHOWN) is False  # no tokens configured: no Token box
         browser.click("#login-name")
         browser.type("alice")
         browser.click("#login-go")
