@@ -1,17 +1,28 @@
-"""Synthetic verification tasks with exact labels.
+"""Synthetic verification tasks with exact labels: a curriculum a 135M model can learn on a CPU.
 
-Each task is a chain of arithmetic definitions `x_{i} = x_{i-1} <op> c` and a claim about the
-last value; the proof computes the chain step by step. Labels are exact by construction:
-- valid: every step is right;
-- fatal: step j computes a wrong value and every later step builds on it;
-- recoverable: step j miscopies the previous value but states the right result (a slip that
-  does not propagate), optionally followed by a fatal error later.
+Each task defines a short chain `x_1 = x_0 + 5, x_2 = x_1 - 3, ...` over small numbers (single
+digit operands, values 0..40) and claims the last value; the proof computes the chain one step
+at a time and ends with a conclusion step. The claim is the value the *proof* reaches, so a
+flawed proof proves a false claim and comparing the conclusion with the problem's claim never
+gives the answer away: the verifier has to redo the arithmetic. Kinds (`KINDS`):
+
+- `valid`: every step is right;
+- `arithmetic`: one step writes a wrong result (off by 1..3 or by 10), later steps build on it;
+- `miscopy`: one step starts from a wrong copy of the previous value, then computes correctly
+  from the wrong number;
+- `conclusion`: every computation is right, but the conclusion states another value.
+
+Every error is fatal (the proof's result is wrong from that step on), so the first error step is
+exact. The gold verification redoes each step with the true running value (`Step 1: 12-3=9 ok.`)
+up to the first error (`..., not 10.`): a short, checkable chain of thought a small model can
+imitate, and that GRPO's reward can sharpen. Step texts come in several wordings so a verifier
+does not learn one template.
 
 Example:
     >>> import random
-    >>> t = make_task(random.Random(0), "fatal")
-    >>> t["annotation"]["first_fatal_error_step"] >= 0
-    True
+    >>> t = make_task(random.Random(0), "miscopy")
+    >>> t["is_correct"], t["first_error_step"] >= 0
+    (False, True)
 """
 
 from __future__ import annotations
@@ -21,63 +32,85 @@ from typing import Any
 
 from proofcheck.parsing import format_verdict
 
-KINDS = ("valid", "fatal", "recoverable", "recoverable_then_fatal")
-_OPS = (("+", lambda a, b: a + b), ("-", lambda a, b: a - b), ("*", lambda a, b: a * b))
+KINDS = ("valid", "arithmetic", "miscopy", "conclusion")
+FLAWED_KINDS = KINDS[1:]
+_STEP_WORDINGS = (
+    "x_{i} = x_{p} {op} {c} = {a} {op} {c} = {v}.",
+    "x_{i} = {a} {op} {c} = {v}.",
+    "Then x_{i} = {a} {op} {c} = {v}.",
+    "From x_{p} = {a} we get x_{i} = {a} {op} {c} = {v}.",
+)
+_CONCLUSIONS = ("Hence x_{n} = {v}, as claimed.", "Therefore x_{n} = {v}.", "So x_{n} = {v}, which proves the claim.")
+
+
+def _apply(op: str, a: int, c: int) -> int:
+    return a + c if op == "+" else a - c
 
 
 def _chain(rng: random.Random, length: int) -> tuple[int, list[tuple[str, int]]]:
-    start = rng.randint(1, 20)
-    ops = []
+    """A start value and `length` (op, constant) pairs whose true values stay in 0..40."""
+    start = rng.randint(2, 9)
+    ops, value = [], start
     for _ in range(length):
-        sym = rng.choice("+-*")
-        ops.append((sym, rng.randint(2, 4) if sym == "*" else rng.randint(1, 30)))
+        c = rng.randint(1, 9)
+        op = rng.choice("+-") if value - c >= 0 and value + c <= 40 else ("-" if value + c > 40 else "+")
+        ops.append((op, c))
+        value = _apply(op, value, c)
     return start, ops
 
 
-def _apply(sym: str, a: int, b: int) -> int:
-    return dict(_OPS)[sym](a, b) if sym in dict(_OPS) else 0
+def _slip(rng: random.Random, value: int) -> int:
+    """A plausible wrong result: off by 1..3, or by 10 (a carry slip); never negative."""
+    wrong = value + rng.choice([-3, -2, -1, 1, 2, 3, 10, -10])
+    return wrong if wrong >= 0 and wrong != value else value + rng.randint(1, 3)
 
 
 def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
     """One annotated synthetic proof of the given kind (see `KINDS`), AMB field names."""
     if kind not in KINDS:
         raise ValueError(f"unknown synthetic kind {kind!r}; choose one of {', '.join(KINDS)}")
-    length = rng.randint(3, 6)
+    length = rng.randint(2, 4)
     start, ops = _chain(rng, length)
-    true_vals = [start]
-    for sym, c in ops:
-        true_vals.append(_apply(sym, true_vals[-1], c))
-    defs = ", ".join(f"x_{i + 1} = x_{i} {sym} {c}" for i, (sym, c) in enumerate(ops))
-    problem = f"Let x_0 = {start} and define {defs}. Prove that x_{length} = {true_vals[-1]}."
-    fatal = rng.randrange(length) if kind in ("fatal", "recoverable_then_fatal") else -1
-    if kind == "recoverable_then_fatal":
-        fatal = max(fatal, 1)  # leave room for a slip before the fatal step
-    recoverable = rng.randrange(fatal if fatal >= 0 else length) if kind.startswith("recoverable") else -1
-    steps, errors, prev = [], [], start
-    for i, (sym, c) in enumerate(ops):
-        value = _apply(sym, prev, c)
-        shown_prev = prev
-        if i == fatal:
-            value += rng.choice([-3, -2, -1, 1, 2, 3])
-            errors.append((i, f"{prev} {sym} {c} = {_apply(sym, prev, c)}, not {value}."))
-        if i == recoverable:
-            shown_prev = prev + rng.choice([-1, 1]) * rng.randint(1, 5)
-            errors.append((i, f"x_{i} is {prev}, not {shown_prev}; the result {value} is still right."))
-        steps.append(f"x_{i + 1} = x_{i} {sym} {c} = {shown_prev} {sym} {c} = {value}.")
-        prev = value
-    steps.append(f"Hence x_{length} = {prev}, as claimed.")
-    rec_list = [recoverable] if recoverable >= 0 else [-1]
-    is_correct = fatal == -1 and recoverable == -1
-    first = min([s for s in (fatal, recoverable) if s >= 0], default=-1)
-    comment = " ".join(f"Step {s}: {t}" for s, t in errors) if errors else "All computations are correct."
+    error_at = {"valid": -1, "conclusion": length}.get(kind, rng.randrange(length))
+    steps: list[str] = []
+    checks: list[str] = []
+    errors: list[tuple[int, str]] = []
+    true_prev, shown_prev = start, start
+    for i, (op, c) in enumerate(ops):
+        true_val = _apply(op, true_prev, c)
+        a = shown_prev
+        if i == error_at and kind == "miscopy":
+            a = _slip(rng, shown_prev)
+        shown_val = _apply(op, a, c)
+        if i == error_at and kind == "arithmetic":
+            shown_val = _slip(rng, shown_val)
+        wording = rng.choice(_STEP_WORDINGS)
+        steps.append(wording.format(i=i + 1, p=i, op=op, c=c, a=a, v=shown_val))
+        if not errors:  # the gold check stops at the first error
+            ok = shown_val == true_val
+            checks.append(f"Step {i}: {true_prev}{op}{c}={true_val} {'ok' if ok else f'not {shown_val}'}.")
+            if not ok:
+                why = f"x_{i} is {true_prev}, not {a}" if a != true_prev else f"{a} {op} {c} = {true_val}, not {shown_val}"
+                errors.append((i, f"{why}."))
+        true_prev, shown_prev = true_val, shown_val
+    claimed = shown_prev + (rng.choice([-2, -1, 1, 2]) if kind == "conclusion" else 0)
+    steps.append(rng.choice(_CONCLUSIONS).format(n=length, v=claimed))
+    if not errors:
+        ok = claimed == true_prev
+        checks.append(f"Step {length}: x_{length}={true_prev} {'ok' if ok else f'not {claimed}'}.")
+        if not ok:
+            errors.append((length, f"the steps give x_{length} = {true_prev}, not {claimed}."))
+    first = errors[0][0] if errors else -1
+    defs = ", ".join(f"x_{i + 1} = x_{i} {op} {c}" for i, (op, c) in enumerate(ops))
+    problem = f"Let x_0 = {start} and {defs}. Prove that x_{length} = {claimed}."
     pid = f"synth-{index:05d}"
-    # short, regular gold answers: a tiny model can learn the format from a few hundred examples
-    assessment = "Every computation is correct." if not errors else f"Step {first} contains an error."
+    verdict = "The proof is correct." if first < 0 else f"The first error is in step {first}."
     return {
         "problem_id": pid,
         "problem": problem,
-        "reference_solution": "Compute the chain: " + ", ".join(f"x_{i} = {v}" for i, v in enumerate(true_vals)) + ".",
-        "reference_answer": str(true_vals[-1]),
+        "reference_solution": "Compute the chain: " + ", ".join(
+            f"x_{i} = {v}" for i, v in enumerate(_values(start, ops))) + ".",
+        "reference_answer": str(_values(start, ops)[-1]),
         "domain": "ugd",
         "subject": "arithmetic",
         "source_id": "proofcheck-synth",
@@ -85,23 +118,86 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
         "steps": steps,
         "policy": "synthetic",
         "annotation": {
-            "first_fatal_error_step": fatal,
-            "recoverable_error_steps": rec_list,
-            "reviewer_comment": comment,
+            "first_fatal_error_step": first,
+            "recoverable_error_steps": [-1],
+            "reviewer_comment": f"Step {first}: {errors[0][1]}" if errors else "All computations are correct.",
             "first_error_reason": errors[0][1] if errors else "",
             "remark": f"synthetic:{kind}",
         },
-        "is_correct": is_correct,
+        "is_correct": first < 0,
         "first_error_step": first,
         "origin": "synthetic",
-        "gold_verification": format_verdict(assessment, sorted(errors), first),
+        "gold_verification": format_verdict(" ".join(checks) + " " + verdict, errors, first),
     }
+
+
+def _values(start: int, ops: list[tuple[str, int]]) -> list[int]:
+    vals = [start]
+    for op, c in ops:
+        vals.append(_apply(op, vals[-1], c))
+    return vals
 
 
 def make_tasks(n: int, seed: int = 0, kinds: tuple[str, ...] = KINDS,
                weights: tuple[float, ...] | None = None) -> list[dict[str, Any]]:
-    """`n` tasks, reproducible for a seed; kinds drawn with `weights` (default: half valid)."""
+    """`n` tasks, reproducible for a seed; kinds drawn with `weights` (default: half valid,
+    the other half spread evenly over the flawed kinds present)."""
     rng = random.Random(seed)
     if weights is None:
-        weights = tuple(0.5 if k == "valid" else 0.5 / (len(kinds) - 1) for k in kinds) if len(kinds) > 1 else (1.0,)
+        flawed = [k for k in kinds if k != "valid"]
+        weights = tuple((0.5 if flawed else 1.0) if k == "valid" else (0.5 if "valid" in kinds else 1.0) / len(flawed)
+                        for k in kinds)
     return [make_task(rng, rng.choices(kinds, weights)[0], i) for i in range(n)]
+
+
+def balanced_tasks(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """`n` tasks in pairs of one valid and one flawed proof (flawed kinds in turn, each pair in
+    random order).
+
+    Any run of an even number of consecutive tasks from the start of a pair is half valid, so
+    training batches taken in order (TRL: `shuffle_dataset: false`) are balanced, which keeps
+    GRPO from drifting to "accept everything" (accepting a valid proof earns the top level, so
+    an unbalanced batch pays for never rejecting).
+    """
+    rng = random.Random(seed)
+    tasks = []
+    for i in range(n):
+        pair_start = i - i % 2
+        if i % 2 == 0:
+            valid_first = rng.random() < 0.5
+        kind = "valid" if (i % 2 == 0) == valid_first else FLAWED_KINDS[(pair_start // 2) % len(FLAWED_KINDS)]
+        tasks.append(make_task(rng, kind, i))
+    return tasks
+
+
+def _problem_key(text: str) -> str:
+    """Problems compare by their text with case and spacing normalised."""
+    return " ".join(text.lower().split())
+
+
+def disjoint_splits(sizes: dict[str, int], seed: int = 0) -> dict[str, list[dict[str, Any]]]:
+    """Balanced task sets (see `balanced_tasks`) with no problem in two sets, for train / dev / eval.
+
+    Sets are drawn in the order given; a later set drops (and replaces) any valid/flawed pair with
+    a problem an earlier set holds, so held-out numbers are never measured on a training problem
+    and every set stays half valid (for even sizes). Proof ids are prefixed with the set's name so
+    they are unique across sets.
+    """
+    seen: set[str] = set()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for k, (name, n) in enumerate(sizes.items()):
+        kept: list[dict[str, Any]] = []
+        round_ = 0
+        while len(kept) < n:
+            fresh = balanced_tasks(2 * n + 2, seed=seed * 1009 + k * 97 + round_)
+            for pair in zip(fresh[::2], fresh[1::2], strict=True):
+                keys = {_problem_key(t["problem"]) for t in pair}
+                if len(keys) == 2 and not keys & seen and len(kept) < n:
+                    seen |= keys
+                    kept += pair[: n - len(kept)]
+            round_ += 1
+        for i, t in enumerate(kept):
+            t["problem_id"] = f"synth-{name}-{i:05d}"
+            t["proof_id"] = f"{t['problem_id']}-p0"
+        out[name] = kept
+    return out

