@@ -28,6 +28,7 @@ from proofcheck.decision import decide
 from proofcheck.metrics import ProofTrials, SubmissionPasses, Trial, prover_metrics, verifier_metrics
 from proofcheck.protocol import ProofFormatError, prompt_sha256
 from proofcheck.rundir import RunDir, errored_passes, file_sha256, fill, latest_records
+from proofcheck.rundir import completeness as run_completeness
 from proofcheck.verification import PassResult, VerificationResult, parse_pass
 
 
@@ -72,34 +73,16 @@ def merge_retried(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[
     return merged
 
 
-def _endpoint_counts(records: list[dict]) -> dict[str, Any]:
-    """Errored passes by HTTP status (None: no response) and one example message each."""
-    by_status: dict[str, int] = {}
-    examples: dict[str, str] = {}
-    for r in records:
-        for t in r.get("verifier_trials") or []:
-            if errored_passes({"verifier_trials": [t]}):
-                k = str(t.get("error_status"))
-                by_status[k] = by_status.get(k, 0) + 1
-                examples.setdefault(k, str(t.get("error"))[:200])
-    return {"by_status": by_status, "examples": examples}
-
-
 def completeness(records: list[dict], expected: int | None, grader_failures: int = 0,
                  problems_without_submission: int = 0) -> dict[str, Any]:
-    """`complete` and what is missing: records, errored passes, grader failures.
+    """`complete` and what is missing (`proofcheck.rundir.completeness`).
 
     Problems without a submission are counted but do not make the run incomplete: they are a
     property of the submissions file (each scores 0, a missing proof is a failed proof), not
     something a rerun could fill.
     """
-    errored = sum(errored_passes(r) for r in records)
-    missing = max((expected or 0) - len(records), 0)
-    complete = not (errored or missing or grader_failures)
-    return {"complete": complete, "errored_passes": errored, "missing_records": missing,
-            "expected_records": expected, "grader_failures": grader_failures,
-            "problems_without_submission": problems_without_submission,
-            "endpoint_errors": _endpoint_counts(records)}
+    return run_completeness(records, expected, grader_failures,
+                            problems_without_submission=problems_without_submission)
 
 
 async def _run_all(items: list[Any], work: Callable[[Any], Awaitable[dict]], run: RunDir, concurrency: int,

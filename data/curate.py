@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from proofcheck.data.loaders import load_records
 from proofcheck.io import write_json_atomic, write_jsonl_atomic
 from proofcheck.parsing import strip_thinking
 from proofcheck.protocol import ProofFormatError, neutralise, split_steps, stepped_block
-from proofcheck.rundir import RunDir, file_sha256, fill
+from proofcheck.rundir import RunDir, completeness, file_sha256, fill
 
 
 def entropy_bits(accepts: int, rejects: int) -> float:
@@ -56,10 +57,46 @@ def open_verifier(spec: str, max_tokens: int, api_key: str | None = None) -> Any
 
 # ------------------------------------------------------------------ selection
 
+def pass_entry(spec: str, x: Any) -> dict[str, Any]:
+    """One verifier pass as curation records keep it; an endpoint error keeps its status and message."""
+    return {"verifier": spec, "status": x.status, "verdict": x.verdict, "first_error_step": x.first_error_step,
+            "invalid_reason": x.invalid_reason, "error": x.error, "error_status": x.error_status, "text": x.text}
+
+
+def entry_outcome(e: dict[str, Any]) -> str:
+    """accept | reject | invalid | cancelled | error, as `proofcheck.decision` counts it."""
+    return (e.get("verdict") or "invalid") if e["status"] == "valid" else e["status"]
+
+
+def pass_votes(entries: list[dict[str, Any]]) -> dict[str, int]:
+    from proofcheck.decision import vote_counts
+
+    return vote_counts([entry_outcome(e) for e in entries])
+
+
+async def rerun_passes(verifier: Any, spec: str, old: list[dict[str, Any]], run: Callable[[Any, int],
+                       Awaitable[Any]]) -> list[dict[str, Any]]:
+    """`old` entries of one verifier with each errored pass replaced by a fresh one (a resume).
+
+    `run(verifier, n)` verifies again with `n` passes; exactly the errored passes are re-run.
+    """
+    n = sum(1 for e in old if e["status"] == "error")
+    if not n:
+        return old
+    res = await run(verifier, n)
+    fresh = iter(pass_entry(spec, x) for x in res.passes)
+    return [next(fresh) if e["status"] == "error" else e for e in old]
+
+
 def select(proofs_path: str, verifier_specs: list[str], out: str | Path, *, repeats: int = 5,
            min_entropy: float = 0.8, concurrency: int = 4, max_tokens: int = 1024, seed: int | None = None,
            resume: bool = False, api_key: str | None = None) -> dict[str, Any]:
-    """Run selection; writes records.jsonl, selected.jsonl, summary.json, entropy.png in `out`."""
+    """Run selection; writes records.jsonl, selected.jsonl, summary.json, entropy.png in `out`.
+
+    A pass that got an endpoint error is kept as an error (status, message), never as a vote:
+    its proof is not selected yet, the summary says `complete: false`, and `resume=True`
+    re-runs exactly the errored passes. A 401/403/404 raises `EndpointStop`.
+    """
     if repeats < 1 or not verifier_specs:
         raise ValueError("select needs --repeats >= 1 and at least one --verifier")
     proofs = load_records(proofs_path, "candidate")
@@ -68,26 +105,27 @@ def select(proofs_path: str, verifier_specs: list[str], out: str | Path, *, repe
     run = RunDir(out, manifest, ("proof_id",), resume)
 
     async def main() -> None:
-        verifiers = [open_verifier(s, max_tokens, api_key) for s in verifier_specs]
-
-        async def work(p: Any) -> dict:
-            per_model, passes = {}, []
-            for spec, v in zip(verifier_specs, verifiers, strict=True):
-                res = await v.verify(p.problem, p.steps, p.reference_solution, passes=repeats, all_passes=True,
-                                     seed=seed)
-                votes = res.votes
-                per_model[spec] = {"accept": votes["accept"], "reject": votes["reject"], "invalid": votes["invalid"],
-                                   "entropy": entropy_bits(votes["accept"], votes["reject"])}
-                passes += [{"verifier": spec, "status": x.status, "verdict": x.verdict,
-                            "first_error_step": x.first_error_step, "invalid_reason": x.invalid_reason,
-                            "text": x.text} for x in res.passes]
-            acc = sum(m["accept"] for m in per_model.values())
-            rej = sum(m["reject"] for m in per_model.values())
-            return {"proof_id": p.proof_id, "per_model": per_model, "accept": acc, "reject": rej,
-                    "invalid": sum(m["invalid"] for m in per_model.values()), "entropy": entropy_bits(acc, rej),
-                    "verifier_passes": passes}
-
+        verifiers = []
         try:
+            for spec in verifier_specs:
+                verifiers.append(open_verifier(spec, max_tokens, api_key))
+
+            async def work(p: Any) -> dict:
+                old = run.errored.get((p.proof_id,))
+
+                async def verify(v: Any, n: int) -> Any:
+                    return await v.verify(p.problem, p.steps, p.reference_solution, passes=n, all_passes=True,
+                                          seed=seed)
+
+                passes: list[dict[str, Any]] = []
+                for spec, v in zip(verifier_specs, verifiers, strict=True):
+                    if old is None:
+                        passes += [pass_entry(spec, x) for x in (await verify(v, repeats)).passes]
+                    else:
+                        mine = [e for e in old["verifier_passes"] if e["verifier"] == spec]
+                        passes += await rerun_passes(v, spec, mine, verify)
+                return selection_record(p.proof_id, verifier_specs, passes)
+
             await fill(run, [p for p in proofs if (p.proof_id,) not in run.done], work, concurrency, "selecting")
         finally:
             for v in verifiers:
@@ -101,19 +139,41 @@ def select(proofs_path: str, verifier_specs: list[str], out: str | Path, *, repe
     selected = []
     for p in proofs:
         r = by_id[p.proof_id]
-        if r["entropy"] >= min_entropy:
+        if r["entropy"] >= min_entropy and not r.get("error"):
             selected.append({**p.model_dump(mode="json"), "selection": {k: r[k] for k in
                              ("accept", "reject", "invalid", "entropy", "per_model")},
                              "verifier_passes": r["verifier_passes"]})
     write_jsonl_atomic(Path(out) / "selected.jsonl", selected)
-    entropies = [by_id[p.proof_id]["entropy"] for p in proofs]
+    whole = [by_id[p.proof_id] for p in proofs if not by_id[p.proof_id].get("error")]
+    entropies = [r["entropy"] for r in whole]
     summary = {"n_candidates": len(proofs), "n_selected": len(selected), "min_entropy": min_entropy,
                "repeats": repeats, "verifiers": verifier_specs,
                "mean_entropy": sum(entropies) / len(entropies) if entropies else None,
-               "invalid_outputs": sum(by_id[p.proof_id]["invalid"] for p in proofs)}
+               "invalid_outputs": sum(r["invalid"] for r in whole),
+               "proofs_with_errors": len(proofs) - len(whole),
+               **completeness(run.records, len(proofs))}
     write_json_atomic(Path(out) / "summary.json", summary)
     _entropy_plot(Path(out) / "entropy.png", entropies, min_entropy)
     return summary
+
+
+def selection_record(proof_id: str, specs: list[str], passes: list[dict[str, Any]]) -> dict[str, Any]:
+    """One proof's selection record: votes per verifier and pooled; errors never vote.
+
+    A proof with errored passes has `error: true` and no entropy worth selecting on yet (its
+    entropy is computed over the answers it has, for information only).
+    """
+    per_model = {}
+    for spec in specs:
+        votes = pass_votes([e for e in passes if e["verifier"] == spec])
+        per_model[spec] = {"accept": votes["accept"], "reject": votes["reject"], "invalid": votes["invalid"],
+                           "error": votes["error"], "entropy": entropy_bits(votes["accept"], votes["reject"])}
+    acc = sum(m["accept"] for m in per_model.values())
+    rej = sum(m["reject"] for m in per_model.values())
+    errors = sum(m["error"] for m in per_model.values())
+    return {"proof_id": proof_id, "per_model": per_model, "accept": acc, "reject": rej,
+            "invalid": sum(m["invalid"] for m in per_model.values()), "error": bool(errors),
+            "errored_passes": errors, "entropy": entropy_bits(acc, rej), "verifier_passes": passes}
 
 
 def _entropy_plot(path: Path, entropies: list[float], threshold: float) -> None:
@@ -154,7 +214,13 @@ def repair_messages(problem: str, steps: list[str], comment: str, fatal: int) ->
 def repair(rejected_path: str, repairer: str, checkers: list[str], out: str | Path, *, passes: int = 8,
            concurrency: int = 4, max_tokens: int = 2048, check_max_tokens: int = 1024, seed: int | None = None,
            resume: bool = False, api_key: str | None = None) -> dict[str, Any]:
-    """Repair expert-rejected proofs; accepted repairs go to `out/repaired.jsonl` as `origin: repaired`."""
+    """Repair expert-rejected proofs; accepted repairs go to `out/repaired.jsonl` as `origin: repaired`.
+
+    An endpoint error (repairer or checker) is never an outcome: the attempt's status is
+    "error" with the failed request kept (`generation_passes` or `verifier_passes`: status and
+    message), the summary says `complete: false`, and `resume=True` re-runs exactly what failed
+    (the generation, or only the checker passes that errored, keeping the repaired proof).
+    """
     if not checkers or passes < 1:
         raise ValueError("repair needs at least one --checker and --passes >= 1")
     proofs = [p for p in load_records(rejected_path, "annotated") if not p.gold_is_correct]
@@ -173,33 +239,53 @@ def repair(rejected_path: str, repairer: str, checkers: list[str], out: str | Pa
 
             model = first_model(endpoint, api_key=api_key)
         gen_engine = RemoteEngine(endpoint.rstrip("/"), model, api_key=api_key)
-        verifiers = [open_verifier(c, check_max_tokens, api_key) for c in checkers]
+        verifiers: list[Any] = []
 
         async def work(p: Any) -> dict:
             ann = p.annotation
             base = {"source_proof_id": p.proof_id, "repairer": repairer}
-            gen = await gen_engine.sample(repair_messages(p.problem, p.steps, ann.reviewer_comment,
-                                                                 ann.first_fatal_error_step), 1,
-                                                 temperature=0.7, max_tokens=max_tokens, seed=seed)
-            out0 = gen.passes[0]
-            if out0.error or out0.finish_reason != "stop":
-                return {**base, "status": "generation_failed",
-                        "reason": out0.error or f"finish_reason={out0.finish_reason}", "raw": out0.text}
-            final = strip_thinking(out0.text) or ""
-            try:
-                steps = split_steps(final)
-            except ProofFormatError as e:
-                return {**base, "status": "unusable_repair", "reason": str(e), "raw": out0.text}
-            votes = {}
+            old = run.errored.get((p.proof_id,))
+            if old is not None and old.get("steps"):  # a resume after checker errors: keep the repaired proof
+                steps = old["steps"]
+            else:
+                gen = await gen_engine.sample(repair_messages(p.problem, p.steps, ann.reviewer_comment,
+                                                              ann.first_fatal_error_step), 1,
+                                              temperature=0.7, max_tokens=max_tokens, seed=seed)
+                out0 = gen.passes[0]
+                if out0.error is not None:
+                    return {**base, "status": "error", "stage": "generation", "reason": out0.error,
+                            "generation_passes": [{"status": "error", "error": out0.error,
+                                                   "error_status": out0.error_status}]}
+                if out0.finish_reason != "stop":
+                    return {**base, "status": "generation_failed", "reason": f"finish_reason={out0.finish_reason}",
+                            "raw": out0.text}
+                final = strip_thinking(out0.text) or ""
+                try:
+                    steps = split_steps(final)
+                except ProofFormatError as e:
+                    return {**base, "status": "unusable_repair", "reason": str(e), "raw": out0.text}
+
+            async def check(v: Any, n: int) -> Any:
+                return await v.verify(p.problem, steps, p.reference_solution, passes=n, rule="unanimous", seed=seed)
+
+            entries: list[dict[str, Any]] = []
             for spec, v in zip(checkers, verifiers, strict=True):
-                res = await v.verify(p.problem, steps, p.reference_solution, passes=passes, rule="unanimous",
-                                     seed=seed)
-                votes[spec] = res.votes
-            accepted = all(vt["accept"] == passes for vt in votes.values())
-            return {**base, "status": "accepted" if accepted else "rejected_by_checkers", "steps": steps,
-                    "checker_votes": votes}
+                if old is not None and old.get("steps"):
+                    entries += await rerun_passes(v, spec, [e for e in old["verifier_passes"] if e["verifier"] == spec],
+                                                  check)
+                else:
+                    entries += [pass_entry(spec, x) for x in (await check(v, passes)).passes]
+            votes = {spec: pass_votes([e for e in entries if e["verifier"] == spec]) for spec in checkers}
+            if any(vt["error"] for vt in votes.values()):
+                status = "error"
+            else:
+                status = "accepted" if all(vt["accept"] == passes for vt in votes.values()) else "rejected_by_checkers"
+            rec = {**base, "status": status, "steps": steps, "checker_votes": votes, "verifier_passes": entries}
+            return {**rec, "stage": "check"} if status == "error" else rec
 
         try:
+            for c in checkers:
+                verifiers.append(open_verifier(c, check_max_tokens, api_key))
             await fill(run, [p for p in proofs if (p.proof_id,) not in run.done], work, concurrency, "repairing")
         finally:
             await gen_engine.aclose()
@@ -217,7 +303,8 @@ def repair(rejected_path: str, repairer: str, checkers: list[str], out: str | Pa
     for r in run.records:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     summary = {"n_rejected_inputs": len(proofs), "n_accepted": len(repaired), "status_counts": counts,
-               "passes": passes, "checkers": checkers, "repairer": repairer}
+               "passes": passes, "checkers": checkers, "repairer": repairer,
+               **completeness(run.records, len(proofs))}
     write_json_atomic(Path(out) / "summary.json", summary)
     return summary
 

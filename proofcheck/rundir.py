@@ -21,7 +21,7 @@ from typing import Any
 
 from proofcheck.io import JsonlAppender, read_jsonl_tolerant, write_json_atomic
 
-PASS_LISTS = ("verifier_trials", "verifier_passes")
+PASS_LISTS = ("verifier_trials", "verifier_passes", "generation_passes")
 
 
 def errored_passes(record: dict[str, Any]) -> int:
@@ -47,6 +47,35 @@ def latest_records(records: list[dict[str, Any]], key_fields: tuple[str, ...], w
             raise RunDirError(f"{where} holds duplicate records for {k}; it was not written by proofcheck")
         latest[k] = r
     return list(latest.values())
+
+
+def endpoint_error_counts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Errored passes by HTTP status ("None": no response) and one example message each."""
+    by_status: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for r in records:
+        for key in PASS_LISTS:
+            for t in r.get(key) or []:
+                if errored_passes({key: [t]}):
+                    resp = t.get("response") if isinstance(t.get("response"), dict) else {}
+                    k = str(t.get("error_status"))
+                    by_status[k] = by_status.get(k, 0) + 1
+                    examples.setdefault(k, str(t.get("error") or resp.get("error"))[:200])
+    return {"by_status": by_status, "examples": examples}
+
+
+def completeness(records: list[dict[str, Any]], expected: int | None, grader_failures: int = 0,
+                 **extra: Any) -> dict[str, Any]:
+    """`complete` and what is missing: records not written, errored passes, grader failures.
+
+    Every run that talks to an endpoint (scoring, generation, curation, grading) puts this in its
+    summary, so "is this run whole" reads the same everywhere; `extra` counts are added as given.
+    """
+    errored = sum(errored_passes(r) for r in records)
+    missing = max((expected or 0) - len(records), 0)
+    return {"complete": not (errored or missing or grader_failures), "errored_passes": errored,
+            "missing_records": missing, "expected_records": expected, "grader_failures": grader_failures,
+            **extra, "endpoint_errors": endpoint_error_counts(records)}
 
 
 class RunDirError(ValueError):

@@ -167,24 +167,42 @@ def detect_endpoint(url: str, *, api_key: str | None = None, timeout_s: float = 
 
 
 def first_model(url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> str:
-    """The first model id a vLLM server lists (`GET /v1/models`), for when none was named."""
+    """The first model id a vLLM server lists (`GET /v1/models`), for when none was named.
+
+    A 401/403/404 there is what every later request would get (wrong key or URL): it raises
+    `EndpointStop` with the fix, as a refused pass would. Anything else that leaves no model
+    to use is a ValueError that says to name the model.
+    """
     import httpx
 
+    from proofcheck.http_errors import EndpointError, EndpointStop, error_message
+
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    models_url = endpoint_root(url) + "/v1/models"
     try:
-        r = httpx.get(endpoint_root(url) + "/v1/models", timeout=timeout_s, headers=headers)
-        r.raise_for_status()
+        r = httpx.get(models_url, timeout=timeout_s, headers=headers)
+    except httpx.HTTPError as e:
+        raise ValueError(f"--endpoint-model not given and {models_url} did not answer ({type(e).__name__}: {e}); "
+                         "check the URL, or name the served model with --endpoint-model") from e
+    if r.status_code != 200:
+        err = EndpointError(error_message(r.status_code, r.content), r.status_code)
+        if err.stops_run:
+            raise EndpointStop(err, models_url)
+        raise ValueError(f"--endpoint-model not given and {models_url} answered {err.message}; "
+                         "name the served model with --endpoint-model")
+    try:
         return str(r.json()["data"][0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError) as e:
-        raise ValueError(f"--endpoint-model not given and {url}/models did not list a model ({e}); "
-                         "name the served model with --endpoint-model") from e
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise ValueError(f"--endpoint-model not given and {models_url} did not list a model "
+                         f"({type(e).__name__}: {e}); name the served model with --endpoint-model") from e
 
 
 def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind: str = "auto",
                   api_key: str | None = None, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
                   temperature: float = 1.0, max_tokens: int = 1024, timeout_s: float = 600.0,
                   retry: RetryPolicy | None = None, lora: tuple[str, str] | None = None,
-                  prompt_template: str | None = None, **engine_args: Any) -> Verifier | ServiceVerifier:
+                  prompt_template: str | None = None, answer_regex: str | None = None,
+                  **engine_args: Any) -> Verifier | ServiceVerifier:
     """The one entry point: a verifier over our service, a vLLM server, or an in-process engine.
 
     - `endpoint` is our service (detected by `GET /health`, or `kind="service"`): `model` picks
@@ -194,14 +212,17 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     - no `endpoint`: `model` is a local path served in-process by vLLM's AsyncLLM (`lora`,
       `engine_args` go to the engine).
     `prompt_template` (a release-format verifier prompt file's text) replaces our prompt; our
-    service builds its own prompt, so it cannot take one.
+    service builds its own prompt, so it cannot take one. `answer_regex` constrains every pass with
+    vLLM structured outputs (`proofcheck.protocol.answer_regex`); a service applies the one it was
+    started with (`proofcheck serve --constrain-format`).
     """
     if endpoint is None:
         if not model:
             raise ValueError("make_verifier needs endpoint=URL or model=PATH")
         from proofcheck.serve.inprocess import InProcessEngine
 
-        return Verifier(InProcessEngine(model, lora=lora, **engine_args), passes=passes, rule=rule,
+        return Verifier(InProcessEngine(model, lora=lora, answer_regex=answer_regex, **engine_args), passes=passes,
+                        rule=rule,
                         temperature=temperature, max_tokens=max_tokens, prompt_template=prompt_template)
     if kind == "auto":
         kind = detect_endpoint(endpoint, api_key=api_key)
@@ -209,11 +230,13 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
         if prompt_template is not None:
             raise ValueError(f"--prompt-file: {endpoint} is a proofcheck service, which builds its own prompt; "
                              "point --endpoint at the vLLM server itself to use a prompt file")
+        if answer_regex is not None:
+            raise ValueError(f"{endpoint} is a proofcheck service: start it with --constrain-format instead")
         return ServiceVerifier(endpoint_root(endpoint), api_key=api_key, timeout_s=timeout_s, retry=retry,
                                passes=passes, rule=rule, model=model)
     if kind != "vllm":
         raise ValueError(f"kind: expected auto, service or vllm, got {kind!r}")
     name = model or first_model(endpoint, api_key=api_key)
-    engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry)
+    engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry, answer_regex=answer_regex)
     return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens,
                     prompt_template=prompt_template)

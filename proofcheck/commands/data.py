@@ -66,47 +66,59 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "vLLM deployment)")
     p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per verifier pass")
     p.add_argument("--seed", type=int, default=None, help="sampling seed")
-    p.add_argument("--api-key-env", help="environment variable holding the endpoints' API key")
+    p.add_argument("--api-key-env", help="environment variable holding the endpoints' API key (must be set)")
     p.add_argument("--out", required=True, help="run folder (records.jsonl, summary.json, outputs)")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out; re-runs exactly "
+                   "the passes that got an endpoint error")
 
 
-def _api_key(args: argparse.Namespace) -> str | None:
-    import os
+def _curate(args: argparse.Namespace, run: Any, what: str) -> tuple[int, dict | None]:
+    """Run `run(api_key)` with the CLI's error handling: exit 2 for an unset key variable (before any
+    request), 3 for a stop on a refused key / unknown model, 1 for bad input; else (0, summary)."""
+    from proofcheck.commands._common import EXIT_INCOMPLETE, EXIT_USAGE, UsageError, api_key
+    from proofcheck.data.loaders import DataError
+    from proofcheck.http_errors import EndpointStop
+    from proofcheck.rundir import RunDirError
 
-    return os.environ.get(args.api_key_env) if args.api_key_env else None
+    try:
+        key = api_key(args.api_key_env)
+    except UsageError as e:
+        return fail(str(e), EXIT_USAGE), None
+    try:
+        return 0, run(key)
+    except EndpointStop as e:
+        return fail(f"{e} ({what} records so far are kept in {args.out}; rerun with --resume)", EXIT_INCOMPLETE), None
+    except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
+        return fail(str(e)), None
 
 
 def _select(args: argparse.Namespace) -> int:
+    from proofcheck.commands._common import finish_run
     from proofcheck.data.curate import select
-    from proofcheck.data.loaders import DataError
-    from proofcheck.rundir import RunDirError
 
-    try:
-        s = select(args.proofs, args.verifier, args.out, repeats=args.repeats, min_entropy=args.min_entropy,
-                   concurrency=args.concurrency, max_tokens=args.max_tokens, seed=args.seed, resume=args.resume,
-                   api_key=_api_key(args))
-    except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
-        return fail(str(e))
+    rc, s = _curate(args, lambda key: select(
+        args.proofs, args.verifier, args.out, repeats=args.repeats, min_entropy=args.min_entropy,
+        concurrency=args.concurrency, max_tokens=args.max_tokens, seed=args.seed, resume=args.resume, api_key=key),
+        "selection")
+    if s is None:
+        return rc
     print(f"selected {s['n_selected']} of {s['n_candidates']} proofs (entropy >= {s['min_entropy']}; "
           f"{s['invalid_outputs']} invalid outputs counted apart) -> {args.out}/selected.jsonl, entropy.png")
-    return 0
+    return finish_run(s, "selection")
 
 
 def _repair(args: argparse.Namespace) -> int:
+    from proofcheck.commands._common import finish_run
     from proofcheck.data.curate import repair
-    from proofcheck.data.loaders import DataError
-    from proofcheck.rundir import RunDirError
 
-    try:
-        s = repair(args.rejected, args.repairer, args.checker, args.out, passes=args.passes,
-                   concurrency=args.concurrency, check_max_tokens=args.max_tokens, seed=args.seed,
-                   resume=args.resume, api_key=_api_key(args))
-    except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
-        return fail(str(e))
+    rc, s = _curate(args, lambda key: repair(
+        args.rejected, args.repairer, args.checker, args.out, passes=args.passes, concurrency=args.concurrency,
+        check_max_tokens=args.max_tokens, seed=args.seed, resume=args.resume, api_key=key), "repair")
+    if s is None:
+        return rc
     print(f"{s['n_accepted']} of {s['n_rejected_inputs']} repairs accepted ({s['status_counts']}) -> "
           f"{args.out}/repaired.jsonl")
-    return 0
+    return finish_run(s, "repair")
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from proofcheck.commands._common import (
     add_command,
     api_key,
     fail,
+    finish_run,
     print_json,
 )
 
@@ -115,13 +116,7 @@ def _template(args: argparse.Namespace) -> tuple[str | None, str]:
 
 def _finish(summary: dict) -> int:
     """0 for a complete run; 3 (and what is missing, on stderr) for an incomplete one."""
-    if summary.get("complete", True):
-        return 0
-    parts = [f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records", "grader_failures")
-             if summary.get(k)]
-    hint = " (rerun the same command with --resume to retry them)" if summary.get("errored_passes") else ""
-    print(f"incomplete run: {', '.join(parts)}{hint}", file=sys.stderr)
-    return EXIT_INCOMPLETE
+    return finish_run(summary)
 
 
 def _prover(args: argparse.Namespace) -> int:
