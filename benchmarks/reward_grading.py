@@ -77,7 +77,7 @@ def bench_structural(n: int) -> dict[str, float]:
 def _judge_items(n: int, salt: str) -> list[GradeItem]:
     """Items that all reach the judge (both sides say invalid), each a distinct prompt."""
     items = []
-    for i, t in enumerate(make_tasks(n, seed=7, kinds=("fatal",))):
+    for i, t in enumerate(make_tasks(n, seed=7, kinds=("arithmetic",))):
         f = t["annotation"]["first_fatal_error_step"]
         text = format_verdict(f"{salt} #{i}", [(f, "wrong value")], f)
         items.append(GradeItem(t["problem"], t["steps"], text, t["annotation"]))

@@ -81,9 +81,9 @@ async def run_mode(mode: str, url: str, tasks: list[dict], max_tokens: int, conc
 
 async def load_test(url: str, clients: int, per_client: int, max_tokens: int, budget_s: float) -> dict[str, Any]:
     """C clients x R requests against our service; every request must get an answer."""
-    from proofcheck.data.synth import make_tasks
+    from proofcheck.data.synth import balanced_tasks
 
-    tasks = make_tasks(16, seed=11, kinds=("valid", "fatal"))
+    tasks = balanced_tasks(16, seed=11)
     latencies: list[float] = []
     codes: dict[int, int] = {}
     lost = 0
@@ -135,7 +135,7 @@ def main() -> int:
     max_tokens = args.max_tokens or (256 if args.quick else 512)
     per_client = args.requests or (3 if args.quick else 10)
 
-    from proofcheck.data.synth import make_tasks
+    from proofcheck.data.synth import balanced_tasks
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     model = args.model
@@ -143,7 +143,7 @@ def main() -> int:
         from proofcheck.tiny_model import build_tiny_model
 
         model = str(build_tiny_model(workdir / "tiny"))
-    tasks = make_tasks(n_proofs, seed=7, kinds=("valid", "fatal"))  # half valid, half flawed
+    tasks = balanced_tasks(n_proofs, seed=7)  # half valid, half flawed
     vllm, url = start_vllm(model, workdir)
     front = None
     try:

@@ -53,7 +53,7 @@ def run_backend(model_dir: Path, out: Path, backend: str, steps: int, completion
             "--reward_weights", "1.0", "0.1"]
     if backend == "vllm-colocate":
         argv += ["--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_max_model_length", "2048"]
-    trainer, _, _ = build_trainer(*parse(argv))
+    trainer, _, _, _ = build_trainer(*parse(argv))
     current: dict[str, float] = defaultdict(float)
     per_step: list[dict[str, float]] = []
     _timed(trainer, "_generate", current, "generation")

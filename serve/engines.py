@@ -17,24 +17,23 @@ retried with bounded backoff, re-asking only for the samples that have not finis
 retries are spent (or the error is not worth retrying, e.g. a 400 for a prompt too long) the
 unfinished samples come back with `error` and `error_status` set, which the verifier turns into
 "error" passes: a fault is never a verdict. A 401/403/404 (wrong key, URL or model) raises
-`proofcheck.http_errors.EndpointStop` at once, with the fix in its message. What is retryable
-is decided by `proofcheck.http_errors.classify`.
+`proofcheck.http_errors.EndpointStop` at once, with the fix in its message. Failures, what is
+retryable and how long to wait come from the one HTTP layer (`proofcheck.http_errors`,
+`proofcheck.http_retry`); only the re-asking of unfinished samples is particular to this engine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from proofcheck.http_errors import EndpointError, EndpointStop, classify, error_message
+from proofcheck.http_errors import EndpointError, EndpointStop
+from proofcheck.http_retry import RetryPolicy, from_exception, from_response
 
 StopWhen = Callable[[list["PassOutput"]], bool]
-
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
 @dataclass
@@ -75,40 +74,6 @@ class PassEngine(Protocol):
         ...
 
 
-@dataclass
-class RetryPolicy:
-    """Bounded exponential backoff with jitter: attempt i waits base * 2**i, at most `max_delay_s`."""
-
-    max_retries: int = 3
-    base_delay_s: float = 0.5
-    max_delay_s: float = 8.0
-    rng: random.Random = field(default_factory=random.Random)
-
-    def delay(self, attempt: int, retry_after: str | None = None) -> float:
-        """Seconds to wait before retry number `attempt` (0-based); honours Retry-After, capped."""
-        if retry_after:
-            try:
-                return min(max(float(retry_after), 0.0), self.max_delay_s)
-            except ValueError:
-                pass
-        d = min(self.base_delay_s * 2 ** attempt, self.max_delay_s)
-        return d * (0.5 + 0.5 * self.rng.random())
-
-
-class TransportError(Exception):
-    """A request to the engine failed; `retryable` says whether trying again may help.
-
-    `status` is the HTTP status (None without a response); `kind` is `classify(status, message)`.
-    """
-
-    def __init__(self, message: str, retryable: bool, retry_after: str | None = None, status: int | None = None):
-        super().__init__(message)
-        self.retryable = retryable
-        self.retry_after = retry_after
-        self.status = status
-        self.kind = classify(status, message) if status is not None else "retryable" if retryable else "fatal"
-
-
 def endpoint_root(url: str) -> str:
     """`http://h:p/v1/` -> `http://h:p` (our service and vLLM are both addressed from the root)."""
     url = url.rstrip("/")
@@ -133,7 +98,7 @@ class _Stream:
         for ch in choices:
             i = int(ch.get("index", 0))
             if not 0 <= i < len(self.slots):
-                raise TransportError(f"choice index {i} outside 0..{len(self.slots) - 1}", retryable=True)
+                raise EndpointError(f"malformed stream: choice index {i} outside 0..{len(self.slots) - 1}")
             slot = self.slots[i]
             if slot.finished:
                 continue
@@ -168,12 +133,14 @@ class RemoteEngine:
     """
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 600.0,
-                 connect_timeout_s: float = 10.0, retry: RetryPolicy | None = None, max_connections: int = 256):
+                 connect_timeout_s: float = 10.0, retry: RetryPolicy | None = None, max_connections: int = 256,
+                 answer_regex: str | None = None):
         import httpx
 
         self.base_url = endpoint_root(base_url) + "/v1"  # accepts the server root or its /v1 base
         self.model = model
         self.retry = retry or RetryPolicy()
+        self.answer_regex = answer_regex  # vLLM structured outputs on every pass (protocol.answer_regex)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
             headers=headers, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
@@ -197,6 +164,8 @@ class RemoteEngine:
             body = {"model": model or self.model, "messages": messages, "n": len(pending),
                     "temperature": temperature, "max_tokens": max_tokens, "stream": True,
                     "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+            if self.answer_regex:
+                body["structured_outputs"] = {"regex": self.answer_regex}  # vLLM's extension of the API
             if seed is not None:
                 body["seed"] = seed + attempt * n  # fresh samples on retry, still reproducible
             try:
@@ -209,16 +178,15 @@ class RemoteEngine:
                     return Generation(passes, prompt_tokens, attempt + 1)
                 if all(p.finished for p in passes):
                     return Generation(passes, prompt_tokens, attempt + 1)
-                raise TransportError("the stream ended before every choice finished", retryable=True)
-            except TransportError as e:
+                raise EndpointError("the stream ended before every choice finished")
+            except EndpointError as e:
                 prompt_tokens = stream.prompt_tokens or prompt_tokens
-                last_error, retryable, retry_after, last_status = str(e), e.retryable, e.retry_after, e.status
-                if e.kind in ("auth", "not_found"):
-                    raise EndpointStop(EndpointError(str(e), e.status, e.kind), self.base_url,
-                                       model or self.model) from e
-            if not retryable or attempt >= self.retry.max_retries:
-                break
-            await asyncio.sleep(self.retry.delay(attempt, retry_after))
+                last_error, last_status = str(e), e.status
+                if e.stops_run:
+                    raise EndpointStop(e, self.base_url, model or self.model) from e
+                if not self.retry.retries(e, attempt):
+                    break
+                await asyncio.sleep(self.retry.delay(attempt, e.retry_after))
             attempt += 1
         for p in passes:
             if not p.finished:
@@ -234,19 +202,16 @@ class RemoteEngine:
         try:
             async with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body) as resp:
                 if resp.status_code != 200:
-                    raw = await resp.aread()
-                    msg = error_message(resp.status_code, raw)
-                    raise TransportError(msg, classify(resp.status_code, msg) == "retryable",
-                                         resp.headers.get("retry-after"), resp.status_code)
+                    raise from_response(resp.status_code, await resp.aread(), resp.headers)
                 if "text/event-stream" not in resp.headers.get("content-type", ""):
                     # a server that ignored stream=True: one JSON body
                     raw = await resp.aread()
                     try:
                         chunk = json.loads(raw)
                     except ValueError as e:
-                        raise TransportError(f"malformed response body: {e}", retryable=True) from e
+                        raise EndpointError(f"malformed response body: {e}") from e
                     if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
-                        raise TransportError("malformed response: no choices", retryable=True)
+                        raise EndpointError("malformed response: no choices")
                     for slot in stream.apply_chunk(chunk):
                         finished.append(slot)
                     return bool(stop_when and stop_when(list(finished)) and
@@ -260,17 +225,15 @@ class RemoteEngine:
                     try:
                         chunk = json.loads(data)
                     except ValueError as e:
-                        raise TransportError(f"malformed stream chunk: {e}", retryable=True) from e
+                        raise EndpointError(f"malformed stream chunk: {e}") from e
                     if "error" in chunk and not chunk.get("choices"):
                         err = chunk["error"]
-                        raise TransportError(f"stream error: {err.get('message', err)}", retryable=True)
+                        raise EndpointError(f"stream error: {err.get('message', err)}")
                     newly = stream.apply_chunk(chunk)
                     finished.extend(newly)
                     if newly and stop_when is not None and stop_when(list(finished)) \
                             and not all(s.finished for s in stream.slots):
                         return True  # leaving the block closes the connection: vLLM aborts the request
-        except httpx.TimeoutException as e:
-            raise TransportError(f"timeout: {type(e).__name__}", retryable=True) from e
-        except httpx.HTTPError as e:
-            raise TransportError(f"transport error: {type(e).__name__}: {e}", retryable=True) from e
+        except httpx.HTTPError as e:  # timeouts, refused / reset connections, broken streams
+            raise from_exception(e) from e
         return False

@@ -25,7 +25,8 @@ class InProcessEngine:
     """
 
     def __init__(self, model: str, *, lora: tuple[str, str] | None = None, seed: int = 0,
-                 max_model_len: int = 4096, served_name: str | None = None, **engine_args: Any):
+                 max_model_len: int = 4096, served_name: str | None = None, answer_regex: str | None = None,
+                 **engine_args: Any):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -33,6 +34,7 @@ class InProcessEngine:
         self.model = model
         self.served_name = served_name or model
         self.lora = lora
+        self.answer_regex = answer_regex  # vLLM structured outputs on every pass (protocol.answer_regex)
         self.engine = AsyncLLM.from_engine_args(
             AsyncEngineArgs(model=model, max_model_len=max_model_len, seed=seed, **kwargs))
         self.tokenizer = self.engine.get_tokenizer()
@@ -66,12 +68,13 @@ class InProcessEngine:
         """`n` samples in one request (shared prefix); abort the rest once `stop_when` says so."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         lora_request = self._lora_request(model)
         ids = self.prompt_ids(messages)
+        structured = StructuredOutputsParams(regex=self.answer_regex) if self.answer_regex else None
         params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed,
-                                output_kind=RequestOutputKind.DELTA)
+                                output_kind=RequestOutputKind.DELTA, structured_outputs=structured)
         request_id = f"verify-{uuid.uuid4().hex}"
         passes = [PassOutput(i) for i in range(n)]
         finished: list[PassOutput] = []

@@ -119,7 +119,7 @@ def parse(argv: list[str] | None = None, *, require_data: bool = True) -> tuple[
     try:
         check_compatible(script, training, model)
         if require_data:
-            check_paths(script)
+            check_paths(script, model)
     except ConfigError as e:
         raise ConfigError(f"{where}{e}") from e
     return script, training, model

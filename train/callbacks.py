@@ -1,16 +1,21 @@
 """Trainer callbacks: k-pass held-out verification during training, and the run history.
 
-`VerifierEvalCallback` verifies the held-out proofs with the trainer's own model (sampled
-`model.generate`, `num_return_sequences=k`, the tokenizer's chat template), parses every pass
-with the core protocol (`proofcheck.verification.parse_pass`), grades it with the reward
-package's structural grader, and logs through `trainer.log`:
+`VerifierEvalCallback` verifies the held-out proofs with the trainer's own generation: the
+colocated vLLM engine when the trainer has one (weights synced first, one `n=k` request per
+proof), else sampled `model.generate` (`num_return_sequences=k`); the tokenizer's chat template
+either way. It parses every pass with the core protocol (`proofcheck.verification.parse_pass`),
+grades it with the reward package's structural grader, and logs through `trainer.log`:
 `eval_verify/reward_mean`, `eval_verify/rough_bal_f1`, `eval_verify/first_error_step_accuracy`,
 `eval_verify/valid_rate`, `eval_verify/rough_tpr`, `eval_verify/rough_tnr`.
 Every process verifies its share of the proofs (DeepSpeed ZeRO-3 parameters are gathered for
 generation by TRL's `unwrap_model_for_generation`); the results are gathered so all ranks log
-the same numbers. Sampling uses a forked RNG, so evaluating never changes the training run.
+the same numbers. Every evaluation uses the same sampling seed, so "before" (at step 0, with
+`at_start`) and "after" see the same tasks with the same seed; HF sampling uses a forked RNG, so
+evaluating never changes the training run. Metrics come with standard errors over proofs.
 
-`RunHistoryCallback` keeps (step, reward) and the eval results for `run_summary.json`.
+`RunHistoryCallback` keeps (step, reward) and the eval results for `run_summary.json`;
+`StepTimer` splits each GRPO step into generation, weight sync, reward and the rest
+(log-probs, loss and backward, optimizer).
 """
 
 from __future__ import annotations
@@ -40,13 +45,44 @@ def _finish_and_text(tokenizer: Any, ids: list[int], eos_ids: set[int]) -> tuple
     return tokenizer.decode(out, skip_special_tokens=True), finish
 
 
-def verify_rows(model: Any, tokenizer: Any, rows: list[dict], *, passes: int, max_new_tokens: int,
-                temperature: float, batch_size: int, seed: int) -> list[dict]:
-    """Generate k passes for each row and grade them. Returns one dict per row (JSON-ready)."""
-    import torch
-
+def grade_row(row: dict, passes: list[tuple[str, str]]) -> dict:
+    """One row's (text, finish_reason) passes parsed and graded: a JSON-ready result."""
     from proofcheck.reward.structural import grade_structural
     from proofcheck.verification import parse_pass
+
+    trials = []
+    for text, finish in passes:
+        p = parse_pass(text, row["n_steps"], finish)
+        g = grade_structural(text, row["n_steps"], row["annotation"], finish)
+        trials.append({"valid": p.status == "valid", "first_error_step": p.first_error_step,
+                       "score": g.score, "invalid_reason": p.invalid_reason})
+    return {"proof_id": row["proof_id"], "is_correct": bool(row["is_correct"]),
+            "first_error_step": int(row["first_error_step"]), "domain": row["domain"], "trials": trials}
+
+
+def verify_rows_vllm(llm: Any, tokenizer: Any, rows: list[dict], *, passes: int, max_new_tokens: int,
+                     temperature: float, seed: int, answer_regex: str | None = None) -> list[dict]:
+    """k passes per row from a vLLM `LLM` (one n=k request per row, all rows in one batch), graded.
+
+    `answer_regex` (`proofcheck.protocol.answer_regex`) constrains every pass with structured outputs.
+    """
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    prompts = [{"prompt_token_ids": tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True,
+                                                                  tokenize=True, return_dict=True)["input_ids"]}
+               for r in rows]
+    structured = StructuredOutputsParams(regex=answer_regex) if answer_regex else None
+    params = [SamplingParams(n=passes, temperature=temperature, top_p=1.0, top_k=0, max_tokens=max_new_tokens,
+                             seed=seed + i, structured_outputs=structured) for i in range(len(rows))]
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    return [grade_row(row, [(o.text, o.finish_reason) for o in out.outputs]) for row, out in zip(rows, outs, strict=True)]
+
+
+def verify_rows(model: Any, tokenizer: Any, rows: list[dict], *, passes: int, max_new_tokens: int,
+                temperature: float, batch_size: int, seed: int) -> list[dict]:
+    """Generate k passes for each row with `model.generate` and grade them (one dict per row)."""
+    import torch
 
     eos = model.generation_config.eos_token_id if model.generation_config is not None else None
     eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
@@ -69,29 +105,60 @@ def verify_rows(model: Any, tokenizer: Any, rows: list[dict], *, passes: int, ma
                                      pad_token_id=pad_id)
                 gen = out[:, enc["input_ids"].shape[1]:].tolist()
                 for i, row in enumerate(batch):
-                    trials = []
-                    for seq in gen[i * passes:(i + 1) * passes]:
-                        text, finish = _finish_and_text(tokenizer, seq, eos_ids)
-                        p = parse_pass(text, row["n_steps"], finish)
-                        g = grade_structural(text, row["n_steps"], row["annotation"], finish)
-                        trials.append({"valid": p.status == "valid", "first_error_step": p.first_error_step,
-                                       "score": g.score, "invalid_reason": p.invalid_reason})
-                    results.append({"proof_id": row["proof_id"], "is_correct": bool(row["is_correct"]),
-                                    "first_error_step": int(row["first_error_step"]), "domain": row["domain"],
-                                    "trials": trials})
+                    results.append(grade_row(row, [_finish_and_text(tokenizer, seq, eos_ids)
+                                                   for seq in gen[i * passes:(i + 1) * passes]]))
     finally:
         tokenizer.padding_side = old_side
     return results
 
 
+def _std(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def _se(values: list[float]) -> float | None:
+    """Standard error of the mean of `values` (None for fewer than two)."""
+    return _std(values) / math.sqrt(len(values)) if len(values) >= 2 else None
+
+
+def _bal_f1_se(pos: list[float], neg: list[float], seed: int = 0, resamples: int = 1000) -> float | None:
+    """Bootstrap standard error of Balanced F1 (resampling proofs within each class)."""
+    import random
+
+    from proofcheck.metrics import balanced_f1
+
+    if len(pos) < 2 or len(neg) < 2:
+        return None
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(resamples):
+        tpr = sum(rng.choices(pos, k=len(pos))) / len(pos)
+        tnr = sum(rng.choices(neg, k=len(neg))) / len(neg)
+        draws.append(balanced_f1(tpr, tnr) or 0.0)
+    return _std(draws)
+
+
 def eval_metrics(results: list[dict]) -> dict[str, float | None]:
-    """Reward mean and VerifierBench metrics (rough Balanced F1, first-error-step accuracy...)."""
+    """Reward mean and VerifierBench metrics (rough Balanced F1, first-error-step accuracy...), each
+    with its standard error over proofs (`<name>_se`)."""
     from proofcheck.metrics import ProofTrials, Trial, verifier_metrics
 
     proofs = [ProofTrials(r["proof_id"], r["is_correct"], r["first_error_step"], r["domain"],
                           [Trial(t["valid"], t["first_error_step"]) for t in r["trials"]]) for r in results]
     m = verifier_metrics(proofs)
     scores = [t["score"] for r in results for t in r["trials"] if t["score"] is not None]
+
+    def per_proof(hit: Any, rows: list[dict] = results) -> list[float]:
+        return [sum(hit(r, t) for t in r["trials"]) / len(r["trials"]) for r in rows if r["trials"]]
+
+    def rough(r: dict, t: dict) -> bool:
+        return t["valid"] and ((t["first_error_step"] == -1) == r["is_correct"])
+
+    pos = per_proof(rough, [r for r in results if r["is_correct"]])
+    neg = per_proof(rough, [r for r in results if not r["is_correct"]])
+    proof_rewards = [sum(t["score"] for t in r["trials"] if t["score"] is not None) / len(r["trials"])
+                     for r in results if r["trials"]]
     return {
         "reward_mean": sum(scores) / len(scores) if scores else None,
         "rough_bal_f1": m["rough_bal_f1"],
@@ -99,13 +166,28 @@ def eval_metrics(results: list[dict]) -> dict[str, float | None]:
         "rough_tnr": m["rough_tnr"],
         "first_error_step_accuracy": m["first_error_step_accuracy"],
         "valid_rate": m["verifier_valid_rate"],
+        "reward_mean_se": _se(proof_rewards),
+        "rough_bal_f1_se": _bal_f1_se(pos, neg),
+        "rough_tpr_se": _se(pos),
+        "rough_tnr_se": _se(neg),
+        "first_error_step_accuracy_se": _se(per_proof(lambda r, t: t["valid"] and
+                                                      t["first_error_step"] == r["first_error_step"])),
+        "valid_rate_se": _se(per_proof(lambda r, t: t["valid"])),
         "n_proofs": len(results),
         "n_passes": sum(len(r["trials"]) for r in results),
     }
 
 
+def colocated_llm(trainer: Any) -> Any:
+    """The trainer's colocated vLLM `LLM`, or None (no vLLM, or server mode)."""
+    if not trainer.args.use_vllm or trainer.args.vllm_mode != "colocate":
+        return None
+    return trainer.vllm_generation.llm
+
+
 class VerifierEvalCallback(TrainerCallback):
-    """Every `every_steps` optimizer steps (0 = never) and at the end, verify the eval rows with k passes.
+    """Every `every_steps` optimizer steps (0 = never), at the end, and with `at_start` before the
+    first step, verify the eval rows with k passes.
 
     Example:
         >>> cb = VerifierEvalCallback(trainer, eval_rows, passes=4, every_steps=50)  # doctest: +SKIP
@@ -113,8 +195,11 @@ class VerifierEvalCallback(TrainerCallback):
     """
 
     def __init__(self, trainer: Any, rows: list[dict], *, passes: int = 4, every_steps: int = 0,
-                 max_new_tokens: int = 256, temperature: float = 1.0, batch_size: int = 4, seed: int = 0):
+                 max_new_tokens: int = 256, temperature: float = 1.0, batch_size: int = 4, seed: int = 0,
+                 at_start: bool = False, answer_regex: str | None = None):
         self.trainer = trainer
+        self.answer_regex = answer_regex
+        self.at_start = at_start
         self.rows = rows
         self.passes = passes
         self.every_steps = every_steps
@@ -123,6 +208,7 @@ class VerifierEvalCallback(TrainerCallback):
         self.batch_size = batch_size
         self.seed = seed
         self.history: list[dict[str, Any]] = []
+        self.last_results: list[dict] = []
         self._last_step: int | None = None
 
     def evaluate(self, step: int) -> dict[str, Any]:
@@ -132,14 +218,24 @@ class VerifierEvalCallback(TrainerCallback):
         trainer = self.trainer
         acc = trainer.accelerator
         mine = self.rows[acc.process_index::acc.num_processes]
+        seed = self.seed + 7919 * acc.process_index  # the same at every evaluation: before/after comparable
         t0 = time.perf_counter()
         was_training = trainer.model.training
         trainer.model.eval()
         try:
-            with unwrap_model_for_generation(trainer.model_wrapped, acc) as model:
-                local = verify_rows(model, trainer.processing_class, mine, passes=self.passes,
-                                    max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                    batch_size=self.batch_size, seed=self.seed + 1000 * step + acc.process_index)
+            llm = colocated_llm(trainer)
+            if llm is not None:
+                if trainer.state.global_step != trainer._last_loaded_step:  # the engine holds older weights
+                    trainer.vllm_generation.sync_weights()
+                    trainer._last_loaded_step = trainer.state.global_step
+                local = verify_rows_vllm(llm, trainer.processing_class, mine, passes=self.passes,
+                                         max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=seed,
+                                         answer_regex=self.answer_regex)
+            else:
+                with unwrap_model_for_generation(trainer.model_wrapped, acc) as model:
+                    local = verify_rows(model, trainer.processing_class, mine, passes=self.passes,
+                                        max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                        batch_size=self.batch_size, seed=seed)
             if acc.num_processes > 1:
                 from accelerate.utils import gather_object
 
@@ -149,8 +245,9 @@ class VerifierEvalCallback(TrainerCallback):
                 results = local
             metrics = eval_metrics(results)
             metrics["seconds"] = round(time.perf_counter() - t0, 3)
+            metrics["generation"] = "vllm-colocate" if llm is not None else "transformers"
             logs = {f"{EVAL_PREFIX}{k}": float(v) for k, v in metrics.items()
-                    if v is not None and not (isinstance(v, float) and math.isnan(v))}
+                    if isinstance(v, int | float) and not math.isnan(v)}
             trainer.log(logs)  # in eval mode: GRPOTrainer.log flushes only eval-mode metrics
         finally:
             if was_training:
@@ -158,7 +255,12 @@ class VerifierEvalCallback(TrainerCallback):
         self._last_step = step
         entry = {"step": step, **metrics}
         self.history.append(entry)
+        self.last_results = results  # per-proof trials of this evaluation (for callers and tests)
         return entry
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.rows and self.at_start and state.global_step == 0:
+            self.evaluate(0)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.rows and self.every_steps and state.global_step % self.every_steps == 0:
@@ -200,3 +302,64 @@ class RunHistoryCallback(TrainerCallback):
         if self.t_start is None or self.t_end is None:
             return None
         return round(self.t_end - self.t_start, 3)
+
+
+class StepTimer(TrainerCallback):
+    """Splits every GRPO step's wall time into generation, weight sync, reward and the rest.
+
+    Times the trainer's own methods on this trainer instance (TRL 1.16 names):
+    `_generate_single_turn` (generation, which includes vLLM's `sync_weights`),
+    `vllm_generation.sync_weights` and `_calculate_rewards`. "train" is what remains of the
+    step: log-probs, loss, backward and the optimizer step. `split()` gives the median seconds
+    of each part over the steps timed (the first step, which warms caches, excluded when there
+    are more).
+    """
+
+    PARTS = ("generation", "weight_sync", "reward", "train")
+
+    def __init__(self, trainer: Any) -> None:
+        self.steps: list[dict[str, float]] = []
+        self._current = dict.fromkeys(("generation", "weight_sync", "reward"), 0.0)
+        self._t0: float | None = None
+        self._wrap(trainer, "_generate_single_turn", "generation")
+        self._wrap(trainer, "_calculate_rewards", "reward")
+        if getattr(trainer, "vllm_generation", None) is not None:
+            self._wrap(trainer.vllm_generation, "sync_weights", "weight_sync")
+
+    def _wrap(self, obj: Any, name: str, part: str) -> None:
+        inner = getattr(obj, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self._current[part] += time.perf_counter() - t0
+
+        setattr(obj, name, timed)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._t0 is None:
+            return
+        total = time.perf_counter() - self._t0
+        c = self._current
+        generation = c["generation"] - c["weight_sync"]  # sync runs inside generation
+        self.steps.append({"total": total, "generation": generation, "weight_sync": c["weight_sync"],
+                           "reward": c["reward"], "train": total - c["generation"] - c["reward"]})
+        self._current = dict.fromkeys(c, 0.0)
+        self._t0 = None
+
+    def split(self) -> dict[str, float] | None:
+        """Median seconds per part and per step, and each part's share of the step."""
+        import statistics
+
+        steps = self.steps[1:] if len(self.steps) > 1 else self.steps
+        if not steps:
+            return None
+        out = {k: round(statistics.median(s[k] for s in steps), 3) for k in ("total", *self.PARTS)}
+        out.update({f"{k}_share": round(out[k] / out["total"], 3) if out["total"] else None for k in self.PARTS})
+        out["steps_timed"] = len(steps)
+        return out

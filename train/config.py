@@ -74,6 +74,12 @@ class ProofcheckScriptArguments:
     eval_max_new_tokens: int = field(default=256, metadata=_help(
         "Token budget of each evaluation pass (a pass cut off by it is invalid)."))
     eval_temperature: float = field(default=1.0, metadata=_help("Sampling temperature of evaluation passes."))
+    eval_constrain_format: bool = field(default=False, metadata=_help(
+        "Constrain evaluation passes to the answer format with vLLM structured outputs (needs use_vllm with "
+        "vllm_mode colocate): every pass parses, so the evaluation measures decisions, not format."))
+    eval_at_start: bool = field(default=False, metadata=_help(
+        "Also run the k-pass held-out evaluation before the first step (the starting point; same tasks and "
+        "sampling seed as every later evaluation, so before/after compare)."))
     eval_batch_size: int = field(default=4, metadata=_help(
         "Proofs per generate() call during evaluation (each with eval_passes sequences)."))
 
@@ -89,6 +95,12 @@ class ProofcheckScriptArguments:
     judge_endpoint: str | None = field(default=None, metadata=_help(
         "OpenAI-compatible base URL of the judge (e.g. a vLLM server, http://host:8001/v1)."))
     judge_model: str | None = field(default=None, metadata=_help("Model name the judge endpoint serves."))
+
+    # --- model ------------------------------------------------------------------------------
+    model_build: str | None = field(default=None, metadata=_help(
+        "The command that builds model_name_or_path when the recipe expects a local folder (e.g. "
+        "`proofcheck model smollm2 --out runs/smollm2`): a missing folder then stops the run before anything "
+        "loads, naming this command."))
 
     # --- saving -----------------------------------------------------------------------------
     save_merged: bool = field(default=True, metadata=_help(
@@ -176,8 +188,9 @@ def _as_list(value: Any) -> list:
     return list(value)
 
 
-def check_paths(script: ProofcheckScriptArguments) -> None:
-    """Raise ConfigError naming every data file or folder that does not exist.
+def check_paths(script: ProofcheckScriptArguments, model: Any = None) -> None:
+    """Raise ConfigError naming every data file or folder that does not exist, and a local model
+    folder (ModelConfig `model`) that does not, with the command that builds it.
 
     Kept apart from `__post_init__` so a recipe can be checked on a machine without its data
     (tests/unit/test_configs_parse.py); `train/grpo.py` always runs it before loading anything.
@@ -185,8 +198,30 @@ def check_paths(script: ProofcheckScriptArguments) -> None:
     errs = [f"{name}: {p}: no such file or folder (check the path; relative paths are resolved from the "
             "directory you launch in)"
             for name in ("expert_files", "repaired_files") for p in getattr(script, name) if not Path(p).exists()]
+    if model is not None and model.model_name_or_path:
+        errs += _check_model_folder(model.model_name_or_path, script.model_build)
     if errs:
-        raise ConfigError("missing training data:\n  - " + "\n  - ".join(errs))
+        raise ConfigError("missing model or training data:\n  - " + "\n  - ".join(errs))
+
+
+def _check_model_folder(path: str, build: str | None) -> list[str]:
+    """A local model folder that does not exist (a path, not a hub id): say how to build it.
+
+    With `model_build` set the recipe expects a local folder whatever the path looks like; without
+    it, absolute and `./` `../` paths and paths of three or more parts are local, while `org/name`
+    stays a hub id for transformers to resolve.
+    """
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            return [f"model_name_or_path: {path}: the folder has no config.json (not a saved model); "
+                    + (f"build it with `{build}`" if build else "point at a folder written by save_pretrained")]
+        return []
+    local = build is not None or p.is_absolute() or path.startswith(("./", "../")) or len(p.parts) > 2
+    if not local:
+        return []
+    fix = f"build it first: `{build}`" if build else "check the path, or build/download the model there"
+    return [f"model_name_or_path: {path}: no such model folder; {fix}"]
 
 
 def check_compatible(script: ProofcheckScriptArguments, training: Any, model: Any) -> None:
@@ -208,6 +243,9 @@ def check_compatible(script: ProofcheckScriptArguments, training: Any, model: An
     if script.save_adapter and not script.save_merged and not model.use_peft:
         errs.append("save_adapter without use_peft saves nothing (there is no adapter): set save_merged: true "
                     "or use_peft: true")
+    if script.eval_constrain_format and not (training.use_vllm and training.vllm_mode == "colocate"):
+        errs.append("eval_constrain_format needs the colocated vLLM engine (structured outputs): set use_vllm: true "
+                    "and vllm_mode: colocate, or eval_constrain_format: false")
     if training.use_vllm and training.vllm_mode not in ("colocate", "server"):
         errs.append(f"vllm_mode={training.vllm_mode!r}: choose colocate or server")
     if errs:

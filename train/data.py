@@ -5,7 +5,7 @@ Sources:
   raises `DataError` naming file, line and field);
 - folders saved by `proofcheck data build` (`datasets.DatasetDict` with train / eval splits and
   the columns of `annotated_to_dataset`): every row is validated with the same schema;
-- synthetic tasks with exact labels (`proofcheck.data.synth.make_tasks`).
+- synthetic tasks with exact labels, half valid (`proofcheck.data.synth.balanced_tasks`).
 
 Evaluation rows come from the folders' eval splits plus a by-problem hold-out (`eval_fraction`)
 of the other sources (JSONL, synthetic, folders without an eval split): no problem is in both sets.
@@ -110,9 +110,9 @@ def load_source(path: str, default_origin: str, eval_split: str) -> tuple[list[d
 
 def synthetic_rows(n: int, seed: int) -> list[dict[str, Any]]:
     """`n` synthetic tasks as training rows (validated like any record)."""
-    from proofcheck.data.synth import make_tasks
+    from proofcheck.data.synth import balanced_tasks
 
-    records = [AnnotatedProof.model_validate(t) for t in make_tasks(n, seed=seed)]
+    records = [AnnotatedProof.model_validate(t) for t in balanced_tasks(n, seed=seed)]
     return _rows_from_records(records, "synthetic")
 
 

@@ -115,7 +115,8 @@ def shutdown_colocated_vllm(trainer: Any) -> None:
 
 
 def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, saved: dict[str, str],
-                 resume: str | None, train_metrics: dict[str, Any]) -> dict[str, Any]:
+                 resume: str | None, train_metrics: dict[str, Any], step_split: dict[str, float] | None = None
+                 ) -> dict[str, Any]:
     """The JSON written to `<output_dir>/run_summary.json`."""
     rewards = history.rewards
     return {
@@ -131,6 +132,7 @@ def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, s
         "rewards": [{"step": s, "reward": r} for s, r in rewards],
         "eval": eval_cb.history[-1] if eval_cb is not None and eval_cb.history else None,
         "eval_history": eval_cb.history if eval_cb is not None else [],
+        "step_split_s": step_split,
         "saved": saved,
         "generation": generation_backend(trainer.args),
         "peft": bool(getattr(trainer.model, "peft_config", None)),
@@ -140,14 +142,15 @@ def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, s
 
 
 def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: Any,
-                  data: TrainingData | None = None, rewards: list[Any] | None = None) -> tuple[Any, Any, Any]:
-    """GRPOTrainer with our callbacks: returns (trainer, history_callback, eval_callback or None).
+                  data: TrainingData | None = None, rewards: list[Any] | None = None) -> tuple[Any, Any, Any, Any]:
+    """GRPOTrainer with our callbacks: returns (trainer, history, eval callback or None, step timer).
 
     Loads the model (and starts vLLM in colocate mode); call only after validation.
     """
     from trl import GRPOTrainer, get_peft_config
 
-    from proofcheck.train.callbacks import RunHistoryCallback, VerifierEvalCallback
+    from proofcheck.protocol import answer_regex
+    from proofcheck.train.callbacks import RunHistoryCallback, StepTimer, VerifierEvalCallback
 
     data = data if data is not None else build_training_data(script)
     rewards = rewards if rewards is not None else build_rewards(script)
@@ -171,9 +174,12 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
                                        every_steps=script.eval_every_steps,
                                        max_new_tokens=script.eval_max_new_tokens,
                                        temperature=script.eval_temperature, batch_size=script.eval_batch_size,
-                                       seed=training.seed)
+                                       seed=training.seed, at_start=script.eval_at_start,
+                                       answer_regex=answer_regex() if script.eval_constrain_format else None)
         trainer.add_callback(eval_cb)
-    return trainer, history, eval_cb
+    timer = StepTimer(trainer)
+    trainer.add_callback(timer)
+    return trainer, history, eval_cb, timer
 
 
 def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
@@ -186,13 +192,13 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
     data = build_training_data(script)  # validated before any model is loaded
     rewards = rewards if rewards is not None else build_rewards(script)
     resume = resolve_resume(training)
-    trainer, history, eval_cb = build_trainer(script, training, model_args, data, rewards)
+    trainer, history, eval_cb, timer = build_trainer(script, training, model_args, data, rewards)
     acc = trainer.accelerator
     acc.print(f"[proofcheck] train rows {len(data.train)} {data.train_counts}, eval rows {len(data.eval)}, "
               f"generation {generation_backend(training)}, processes {acc.num_processes}")
     result = trainer.train(resume_from_checkpoint=resume)
     saved = save_outputs(trainer, script, model_args)
-    summary = make_summary(trainer, data, history, eval_cb, saved, resume, dict(result.metrics))
+    summary = make_summary(trainer, data, history, eval_cb, saved, resume, dict(result.metrics), timer.split())
     if acc.is_main_process:
         write_json_atomic(Path(training.output_dir) / SUMMARY_FILE, summary)
     print(f"[proofcheck] rank {acc.process_index}: done at step {trainer.state.global_step}; "

@@ -1,4 +1,5 @@
-"""`proofcheck demo`: every stage runs end to end on CPU (small sizes), re-runs reuse, failures are named."""
+"""`proofcheck demo --quick`: every stage runs end to end on CPU (tiny model, small sizes), re-runs
+reuse, failures are named. The default (SmolLM2) demo is `make demo`, timed in the closing notes."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import sys
 
 import pytest
 
-SMALL = ["--sft-steps", "4", "--grpo-steps", "2", "--synthetic", "16", "--eval-tasks", "4", "--passes", "2",
-         "--repeats", "1", "--max-tokens", "16"]
+SMALL = ["--quick", "--sft-steps", "6", "--grpo-steps", "2", "--sft-tasks", "16", "--grpo-tasks", "16",
+         "--eval-tasks", "4", "--eval-passes", "2", "--passes", "2", "--repeats", "1", "--max-tokens", "16"]
 
 
 @pytest.mark.slow
@@ -18,21 +19,32 @@ def test_demo_runs_every_stage_and_reuses_on_rerun(tmp_path):
     cmd = [sys.executable, "-m", "proofcheck.cli", "demo", "--workdir", str(work), *SMALL]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    for stage in ("build tiny model", "validate shipped data", "build training set", "supervised warm-up",
-                  "evaluate before GRPO", "GRPO", "evaluate after GRPO", "serve the trained verifier"):
+    for stage in ("build the model", "validate shipped data", "build the curriculum", "supervised warm-up",
+                  "GRPO", "serve the trained verifier"):
         assert stage in out.stdout, stage
-    assert "Learning signal" in out.stdout and "after GRPO" in out.stdout
-    summary = json.loads((work / "grpo" / "run_summary.json").read_text())
-    assert summary["global_step"] == 2 and summary["generation"] == "vllm-colocate"
+    assert "before GRPO" in out.stdout and "after GRPO" in out.stdout and "GRPO step split" in out.stdout
+    grpo = json.loads((work / "grpo" / "run_summary.json").read_text())
+    assert grpo["global_step"] == 2 and grpo["generation"] == "vllm-colocate"
+    assert [e["step"] for e in grpo["eval_history"]] == [0, 2]
+    assert all(e["generation"] == "vllm-colocate" and e["n_proofs"] == 4 for e in grpo["eval_history"])
+    summary = json.loads((work / "summary.json").read_text())
+    assert summary["model"].startswith("tiny")
+    for when in ("before_grpo", "after_grpo"):
+        m = summary[when]
+        assert m["n_tasks"] == 4 and m["passes"] == 2
+        for k in ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "reward_mean", "first_error_step_accuracy"):
+            assert k in m and f"{k}_se" in m
+    assert set(summary["grpo_step_split_s"]) >= {"generation", "weight_sync", "reward", "train", "total"}
+    assert summary["stage_times_s"] and summary["total_s"] > 0
     for path in ("prover/summary.json", "prover/report.md", "prover/votes.png", "verifier/summary.json",
-                 "verifier/tpr_tnr.png", "reward_per_step.png", "eval_before.json", "eval_after.json"):
+                 "verifier/tpr_tnr.png", "reward_per_step.png", "data/eval.jsonl", "data/sft.jsonl"):
         assert (work / path).stat().st_size > 0, path
     prover = json.loads((work / "prover" / "summary.json").read_text())
     assert prover["n_records"] == 25 and prover["passes"] == 2
     # a re-run reuses the model, data, checkpoints and scoring records: no training, no new records
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert json.loads((work / "grpo" / "run_summary.json").read_text()) == summary
+    assert json.loads((work / "grpo" / "run_summary.json").read_text()) == grpo
     assert len((work / "prover" / "records.jsonl").read_text().splitlines()) == 25
 
 
@@ -40,7 +52,7 @@ def test_demo_names_the_failed_stage(tmp_path):
     workdir = tmp_path / "demo"
     workdir.mkdir()
     (workdir / "model").write_text("not a folder")  # the model stage cannot write here
-    out = subprocess.run([sys.executable, "-m", "proofcheck.cli", "demo", "--workdir", str(workdir)],
+    out = subprocess.run([sys.executable, "-m", "proofcheck.cli", "demo", "--quick", "--workdir", str(workdir)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
-    assert "stage 'build tiny model' failed" in out.stderr
+    assert "stage 'build the model: tiny (random weights)' failed" in out.stderr

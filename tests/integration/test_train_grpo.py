@@ -276,8 +276,9 @@ def test_vllm_colocate_syncs_trained_weights_into_the_engine(tiny_model: Path, t
         monkeypatch.setenv(key, value)
     script, training, model = parse(argv(tiny_model, tmp_path / "colocate", "--use_vllm", "true",
                                          "--vllm_mode", "colocate", "--vllm_max_model_length", "2048",
-                                         "--eval_max_samples", "0"))
-    trainer, _, _ = build_trainer(script, training, model)
+                                         "--eval_max_samples", "4", "--eval_passes", "4", "--eval_max_new_tokens",
+                                         "48", "--eval_at_start", "true", "--eval_constrain_format", "true"))
+    trainer, _, eval_cb, timer = build_trainer(script, training, model)
     try:
         initial_engine = _vllm_view(trainer)
         initial_hf = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
@@ -303,6 +304,16 @@ def test_vllm_colocate_syncs_trained_weights_into_the_engine(tiny_model: Path, t
             assert torch.equal(value, want), name
         logs = [h for h in trainer.state.log_history if "rewards/meta_verifier/mean" in h]
         assert len(logs) == 3 and all("sampling/importance_sampling_ratio/mean" in h for h in logs)
+        # the held-out evaluation ran on the colocated engine before the first step and after the last;
+        # constrained to the answer format, every pass of the random model is valid (known from the
+        # constraint, not from the text), and its sampled verdicts hold accepts and rejects
+        assert [e["step"] for e in eval_cb.history] == [0, 3]
+        assert all(e["generation"] == "vllm-colocate" and e["n_passes"] == 16 for e in eval_cb.history)
+        assert all(e["valid_rate"] == 1.0 for e in eval_cb.history)
+        verdicts = {t["first_error_step"] == -1 for r in eval_cb.last_results for t in r["trials"]}
+        assert verdicts == {True, False}
+        split = timer.split()
+        assert split["steps_timed"] == 2 and split["generation"] > 0 and split["train"] > 0
     finally:
         shutdown_colocated_vllm(trainer)
 

@@ -20,7 +20,8 @@ ALL_YAML = sorted((REPO / "configs").rglob("*.y*ml"))
 
 
 def test_the_shipped_recipes_and_accelerate_configs_exist() -> None:
-    assert {p.name for p in GRPO_RECIPES} >= {"tiny-cpu.yaml", "qwen3-8b-lora-1gpu.yaml", "qwen3-8b-8gpu-zero3.yaml"}
+    assert {p.name for p in GRPO_RECIPES} >= {"tiny-cpu.yaml", "smollm2-cpu.yaml", "qwen3-8b-lora-1gpu.yaml",
+                                              "qwen3-8b-8gpu-zero3.yaml"}
     assert {p.name for p in ACCELERATE_CONFIGS} >= {"zero2.yaml", "zero3.yaml", "fsdp2.yaml", "multi-node.yaml"}
 
 
@@ -35,13 +36,16 @@ def test_grpo_recipe_parses(path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     from trl import GRPOConfig, ModelConfig
 
     from proofcheck.train.args import parse
-    from proofcheck.train.config import ProofcheckScriptArguments
+    from proofcheck.train.config import ProofcheckScriptArguments, check_paths
 
     monkeypatch.chdir(REPO)  # recipes use paths relative to the repository root
     raw = yaml.safe_load(path.read_text())
-    gpu = bool(raw.get("bf16"))
+    gpu = bool(raw.get("bf16")) and not raw.get("use_cpu")
+    # model folders are built by `proofcheck model ...` (checked below): only the data paths here
     script, training, model = parse(["--config", str(path), *(["--bf16", "false"] if gpu else [])],
-                                    require_data=not gpu)
+                                    require_data=False)
+    if not gpu:
+        check_paths(script)
     assert isinstance(script, ProofcheckScriptArguments)
     assert isinstance(training, GRPOConfig) and isinstance(model, ModelConfig)
     # YAML values reached the dataclasses
@@ -61,7 +65,34 @@ def test_grpo_recipe_parses(path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         assert raw["report_to"] == "tensorboard"
         assert training.use_vllm and training.vllm_mode in ("colocate", "server")
     else:
-        assert training.use_cpu and not training.bf16 and training.use_vllm and training.vllm_mode == "colocate"
+        # CPU recipes: bf16 only as autocast on fp32 master weights (the CPU's avx512_bf16)
+        assert training.use_cpu and training.use_vllm and training.vllm_mode == "colocate"
+        assert not training.bf16 or model.dtype == "float32"
+
+
+@pytest.mark.parametrize("path", GRPO_RECIPES, ids=lambda p: p.name)
+def test_a_missing_model_folder_stops_before_loading_and_names_the_build(path: Path, tmp_path: Path) -> None:
+    """Every recipe: a model folder that does not exist is exit 2 before anything loads, and the
+    message names the command that builds it (the recipe's `model_build`, when it has one)."""
+    import subprocess
+    import sys
+
+    raw = yaml.safe_load(path.read_text())
+    gpu = bool(raw.get("bf16")) and not raw.get("use_cpu")
+    missing = tmp_path / "no-model-here"
+    out = subprocess.run([sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(path),
+                          "--model_name_or_path", str(missing), *(["--bf16", "false"] if gpu else [])],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"{missing}: no such model folder" in out.stderr
+    if raw.get("model_build"):
+        assert raw["model_build"] in out.stderr
+    assert "Loading" not in out.stderr and not (tmp_path / "runs").exists()
+
+
+def test_cpu_recipes_say_how_to_build_their_model() -> None:
+    for name, cmd in (("tiny-cpu.yaml", "proofcheck model tiny"), ("smollm2-cpu.yaml", "proofcheck model smollm2")):
+        assert cmd in yaml.safe_load((REPO / "configs" / "grpo" / name).read_text())["model_build"]
 
 
 def test_zero3_recipe_uses_a_vllm_server_and_the_lora_recipe_lora() -> None:

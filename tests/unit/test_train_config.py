@@ -22,7 +22,6 @@ from proofcheck.train.config import ConfigError, ProofcheckScriptArguments, chec
 from proofcheck.train.data import build_training_data
 
 REPO = Path(__file__).resolve().parents[2]
-NO_MODEL = "/nonexistent/model-that-must-not-be-loaded"
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -161,7 +160,10 @@ def test_dataset_folder_with_invalid_rows_names_row_and_field(tmp_path: Path) ->
 def _recipe(tmp_path: Path, **overrides: object) -> Path:
     import yaml
 
-    base = {"model_name_or_path": NO_MODEL, "output_dir": str(tmp_path / "out"), "use_cpu": True, "bf16": False,
+    model = tmp_path / "model-that-must-not-be-loaded"  # a folder with a config: the path checks pass
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text("{}")
+    base = {"model_name_or_path": str(model), "output_dir": str(tmp_path / "out"), "use_cpu": True, "bf16": False,
             "report_to": "none", "synthetic_count": 8, "per_device_train_batch_size": 4, "num_generations": 4,
             "max_steps": 1, "reward_weights": [1.0, 0.1]}
     path = tmp_path / "recipe.yaml"

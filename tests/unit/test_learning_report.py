@@ -1,0 +1,101 @@
+"""Held-out metrics with standard errors, the GRPO step split, and the demo's before/after verdict."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from proofcheck.demo import DemoConfig, before_after, learning_verdict
+from proofcheck.train.callbacks import StepTimer, eval_metrics
+
+
+def _proof(pid: str, correct: bool, fes: int, trials: list[tuple[bool, int | None]]) -> dict:
+    return {"proof_id": pid, "is_correct": correct, "first_error_step": fes, "domain": "ugd",
+            "trials": [{"valid": v, "first_error_step": s, "score": 1.0 if v else 0.0, "invalid_reason": None}
+                       for v, s in trials]}
+
+
+# two valid proofs (rough 1.0 and 0.5) and two flawed ones (rough 1.0 and 0.0), 2 passes each
+RESULTS = [
+    _proof("a", True, -1, [(True, -1), (True, -1)]),
+    _proof("b", True, -1, [(True, -1), (True, 2)]),
+    _proof("c", False, 1, [(True, 1), (True, 0)]),
+    _proof("d", False, 0, [(False, None), (True, -1)]),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "se"), [
+    ("rough_tpr", 0.75, 0.25),                       # per-proof 1.0, 0.5: sd 0.354 / sqrt 2
+    ("rough_tnr", 0.5, 0.5),                         # per-proof 1.0, 0.0
+    ("valid_rate", 7 / 8, math.sqrt(1 / 16 / 4)),    # per-proof 1, 1, 1, .5: sd .25 / sqrt 4
+    ("first_error_step_accuracy", 0.5, math.sqrt((0.5**2 + 0.5**2) / 3 / 4)),  # per-proof 1, .5, .5, 0
+])
+def test_metrics_and_their_standard_errors(key: str, value: float, se: float) -> None:
+    m = eval_metrics(RESULTS)
+    assert m[key] == pytest.approx(value)
+    assert m[f"{key}_se"] == pytest.approx(se)
+
+
+def test_balanced_f1_has_a_bootstrap_standard_error() -> None:
+    m = eval_metrics(RESULTS)
+    assert m["rough_bal_f1"] == pytest.approx(2 * 0.75 * 0.5 / 1.25)
+    assert 0.05 < m["rough_bal_f1_se"] < 0.5
+    assert eval_metrics(RESULTS)["rough_bal_f1_se"] == m["rough_bal_f1_se"]  # seeded: reproducible
+    one_class = eval_metrics(RESULTS[:2])
+    assert one_class["rough_bal_f1"] is None and one_class["rough_bal_f1_se"] is None
+
+
+class _FakeTrainer:
+    """Just the three methods StepTimer times (their real versions live in TRL's GRPOTrainer)."""
+
+    def __init__(self) -> None:
+        self.vllm_generation = self
+
+    def _generate_single_turn(self) -> str:
+        self.sync_weights()
+        return "gen"
+
+    def sync_weights(self) -> None:
+        pass
+
+    def _calculate_rewards(self) -> str:
+        return "rewards"
+
+
+def test_step_timer_splits_the_step_and_keeps_results() -> None:
+    trainer = _FakeTrainer()
+    timer = StepTimer(trainer)
+    for _ in range(3):
+        timer.on_step_begin(None, None, None)
+        assert trainer._generate_single_turn() == "gen" and trainer._calculate_rewards() == "rewards"
+        timer.on_step_end(None, None, None)
+    split = timer.split()
+    assert split["steps_timed"] == 2  # the first (warm-up) step is left out
+    parts = ("generation", "weight_sync", "reward", "train")
+    assert all(split[p] >= 0 for p in parts)
+    assert sum(split[p] for p in parts) == pytest.approx(split["total"], abs=1e-3)
+
+
+def _entry(step: int, f1: float, tnr: float, valid: float) -> dict:
+    return {"step": step, "rough_bal_f1": f1, "rough_tnr": tnr, "valid_rate": valid, "rough_tpr": 0.9,
+            "reward_mean": 0.5, "first_error_step_accuracy": 0.4, "n_proofs": 64, "rough_bal_f1_se": 0.03}
+
+
+@pytest.mark.parametrize(("before", "after", "met", "says"), [
+    ((0.5, 0.4, 0.8), (0.85, 0.7, 0.9), True, "Target met"),
+    ((0.5, 0.4, 0.8), (0.6, 0.7, 0.9), False, "GRPO gain +0.100"),
+    ((0.6, 0.4, 0.9), (0.82, 0.5, 0.9), False, "TNR 0.500"),
+    ((0.5, 0.4, 0.9), (0.85, 0.7, 0.8), False, "valid rate 0.900 -> 0.800"),
+])
+def test_verdict_reads_the_numbers_against_the_target(before, after, met, says) -> None:
+    evals = before_after({"eval_history": [_entry(0, *before), _entry(16, *after)]}, DemoConfig())
+    assert evals["before_grpo"]["n_tasks"] == 64 and evals["after_grpo"]["step"] == 16
+    assert evals["before_grpo"]["passes"] == 4 and evals["before_grpo"]["rough_bal_f1_se"] == 0.03
+    text = learning_verdict(evals["before_grpo"], evals["after_grpo"])
+    assert text.startswith("Target met") == met and says in text
+
+
+def test_before_after_needs_the_step_0_evaluation() -> None:
+    with pytest.raises(RuntimeError, match="eval_at_start"):
+        before_after({"eval_history": [_entry(16, 0.8, 0.7, 0.9)]}, DemoConfig())
