@@ -14,19 +14,22 @@ proxies) is added to the completion count, while a `*_tokens_details.reasoning_t
 (OpenAI, Azure, vLLM, Responses API) is already part of it and is only recorded. Anthropic's
 `usage.output_tokens` already counts thinking tokens.
 
-Failures: 429, 5xx (incl. Anthropic's 529), timeouts, connection errors and unreadable 200 bodies
-are retried with exponential backoff (honouring `Retry-After`); other 4xx fail at once. When the
-retries are exhausted `RequestFailed` carries the reason; the API key never appears in it.
+Failures go through the one HTTP layer (`proofcheck.http_retry`): 408, 429, 5xx (incl. Anthropic's
+529), timeouts, connection errors and unreadable 200 bodies are retried with exponential backoff
+and jitter (honouring `Retry-After`); other 4xx fail at once. When the retries are exhausted
+`RequestFailed` carries the reason; the API key never appears in it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from proofcheck.http_errors import EndpointError
+from proofcheck.http_retry import RetryPolicy, acall_with_retries, check, from_exception
 
 BACKENDS = ("vllm", "openai", "azure", "anthropic")
 DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
@@ -75,12 +78,6 @@ class RequestFailed(Exception):
     def __init__(self, message: str, attempts: int = 1):
         super().__init__(message)
         self.attempts = attempts
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 def _int(v: Any) -> int | None:
@@ -217,27 +214,6 @@ def parse_reply(s: BackendSettings, body: Any) -> Generation:
     return parse_responses(body) if s.use_responses_api else parse_chat(body)
 
 
-def _error_message(resp: httpx.Response) -> str:
-    try:
-        body = resp.json()
-        err = body.get("error") if isinstance(body, dict) else None
-        msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
-        if msg is None and isinstance(body, dict):
-            msg = body.get("message") or body.get("detail")
-    except ValueError:
-        msg = None
-    text = str(msg) if msg else resp.text
-    return text[:500]
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    value = resp.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
 class McqClient:
     """Sends requests for one backend with bounded retries; use as an async context manager."""
 
@@ -259,37 +235,32 @@ class McqClient:
         assert self._http is not None, "use McqClient as an async context manager"
         s = self.settings
         try:
-            resp = await asyncio.wait_for(self._http.post(url, headers=headers, json=body), s.request_timeout_s)
-        except (TimeoutError, httpx.TimeoutException) as e:
-            raise _Retryable(f"timeout after {s.request_timeout_s:g} s ({type(e).__name__})") from e
-        except httpx.TransportError as e:
-            raise _Retryable(f"connection error: {type(e).__name__}: {e}") from e
-        if resp.status_code == 429 or resp.status_code >= 500:
-            raise _Retryable(f"HTTP {resp.status_code}: {_error_message(resp)}", _retry_after(resp))
-        if resp.status_code != 200:
-            raise RequestFailed(f"HTTP {resp.status_code} (not retried): {_error_message(resp)}")
+            resp = check(await asyncio.wait_for(self._http.post(url, headers=headers, json=body),
+                                                s.request_timeout_s))
+        except TimeoutError as e:
+            raise EndpointError(f"timeout after {s.request_timeout_s:g} s ({type(e).__name__})") from e
+        except httpx.HTTPError as e:
+            raise from_exception(e) from e
         try:
             return parse_reply(s, resp.json())
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
-            raise _Retryable(f"malformed reply body: {type(e).__name__}: {str(e)[:200]}") from e
+            raise from_exception(e) from e
 
     async def generate(self, system: str, user: str) -> tuple[Generation, int]:
         """One reply and the number of attempts it took; raises `RequestFailed`."""
         s = self.settings
         url, headers, body = build_request(s, system, user)
-        last = "no attempt made"
-        for attempt in range(s.max_retries + 1):
-            try:
-                return await self._attempt(url, headers, body), attempt + 1
-            except RequestFailed as e:
-                e.attempts = attempt + 1
-                raise
-            except _Retryable as e:
-                last = str(e)
-                if attempt == s.max_retries:
-                    break
-                delay = s.backoff_s * (2 ** attempt) * (1 + random.random() / 4)
-                if e.retry_after is not None:
-                    delay = max(delay, e.retry_after)
-                await asyncio.sleep(min(delay, MAX_BACKOFF_S))
-        raise RequestFailed(f"gave up after {s.max_retries + 1} attempt(s): {last}", s.max_retries + 1)
+        policy = RetryPolicy(max_retries=s.max_retries, base_delay_s=s.backoff_s, max_delay_s=MAX_BACKOFF_S)
+        attempts = 0
+
+        async def attempt() -> Generation:
+            nonlocal attempts
+            attempts += 1
+            return await self._attempt(url, headers, body)
+
+        try:
+            return await acall_with_retries(attempt, policy), attempts
+        except EndpointError as e:
+            if e.kind == "retryable":
+                raise RequestFailed(f"gave up after {e.attempts} attempt(s): {e.message}", e.attempts) from e
+            raise RequestFailed(f"HTTP {e.status} (not retried): {e.detail.get('message')}", e.attempts) from e

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 KINDS = ("retryable", "too_long", "auth", "not_found", "fatal")
 STOP_KINDS = frozenset({"auth", "not_found"})
@@ -69,30 +70,47 @@ def fix_hint(kind: str, url: str = "", model: str | None = None) -> str:
     return ""
 
 
-def error_message(status: int | None, body: bytes | str) -> str:
-    """A short message from an error body: OpenAI's `{"error": {"message"}}`, `{"message"}`, or the text."""
+def parse_error_body(body: bytes | str) -> dict[str, Any]:
+    """`{message, type, code}` from an error body: OpenAI's `{"error": {"message", "type", "code"}}`,
+    `{"error": "..."}`, `{"message"}`, FastAPI's `{"detail"}`, or the text itself (first 200 chars)."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
         err = json.loads(text)
     except ValueError:
         err = None
-    msg = None
+    msg, kind, code = None, None, None
     if isinstance(err, dict):
         inner = err.get("error")
-        msg = inner.get("message") if isinstance(inner, dict) else inner if isinstance(inner, str) else None
+        if isinstance(inner, dict):
+            msg, kind, code = inner.get("message"), inner.get("type"), inner.get("code")
+        elif isinstance(inner, str):
+            msg = inner
         msg = msg or err.get("message") or err.get("detail")
-    msg = str(msg) if msg else text[:200]
+    return {"message": str(msg) if msg else text[:200], "type": kind, "code": code}
+
+
+def error_message(status: int | None, body: bytes | str) -> str:
+    """A short message from an error body (see `parse_error_body`), prefixed with the status."""
+    msg = parse_error_body(body)["message"]
     return f"HTTP {status}: {msg}" if status is not None else msg
 
 
 class EndpointError(Exception):
-    """A request failed: `status` (None without a response), `message`, and its `kind`."""
+    """A request failed: `status` (None without a response), `message`, and its `kind`.
 
-    def __init__(self, message: str, status: int | None = None, kind: str | None = None):
+    `retry_after` (seconds) is the server's `Retry-After`, `detail` the parsed error body
+    (`parse_error_body`), `attempts` how many attempts were made (set by `proofcheck.http_retry`).
+    """
+
+    def __init__(self, message: str, status: int | None = None, kind: str | None = None, *,
+                 retry_after: float | None = None, detail: dict[str, Any] | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
         self.kind = kind or classify(status, message)
+        self.retry_after = retry_after
+        self.detail = detail or {}
+        self.attempts = 1
 
     @property
     def stops_run(self) -> bool:

@@ -1,8 +1,8 @@
 """Python clients (sync and async, httpx) for our verification service (`POST /v1/verify`).
 
-Both retry 429, 5xx, timeouts and connection errors with bounded exponential backoff
-(`RetryPolicy`, honouring `Retry-After`), and raise `VerifyAPIError` with the service's OpenAI-
-shaped error otherwise. `result_from_response` turns a response into the core's
+Both go through the one HTTP layer (`proofcheck.http_retry`): 408, 429, 5xx, timeouts and
+connection errors are retried with bounded backoff (`RetryPolicy`, honouring `Retry-After`);
+anything else raises `VerifyAPIError` with the service's OpenAI-shaped error. `result_from_response` turns a response into the core's
 `VerificationResult`.
 
 Example:
@@ -13,11 +13,11 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
-from proofcheck.serve.engines import RETRY_STATUSES, RetryPolicy, endpoint_root
+from proofcheck.http_errors import EndpointError
+from proofcheck.http_retry import RetryPolicy, acall_with_retries, call_with_retries, check, from_exception
+from proofcheck.serve.engines import endpoint_root
 from proofcheck.verification import PassResult, VerificationResult
 
 
@@ -40,15 +40,9 @@ def verify_body(problem: str, proof: str | None = None, steps: list[str] | None 
     return {k: v for k, v in body.items() if v is not None}
 
 
-def _raise_for(resp: Any) -> None:
-    try:
-        err = resp.json().get("error", {})
-    except ValueError:
-        err = {}
-    msg = err.get("message") if isinstance(err, dict) else None
-    raise VerifyAPIError(f"HTTP {resp.status_code}: {msg or resp.text[:200]}", resp.status_code,
-                         err.get("type") if isinstance(err, dict) else None,
-                         err.get("code") if isinstance(err, dict) else None)
+def _api_error(e: EndpointError) -> VerifyAPIError:
+    suffix = f" (after {e.attempts} attempt(s))" if e.status is None else ""
+    return VerifyAPIError(e.message + suffix, e.status, e.detail.get("type"), e.detail.get("code"))
 
 
 def result_from_response(body: dict[str, Any]) -> VerificationResult:
@@ -78,22 +72,16 @@ class VerifyClient:
     def _request(self, method: str, path: str, json: Any = None) -> dict[str, Any]:
         import httpx
 
-        for attempt in range(self.retry.max_retries + 1):
-            last = attempt == self.retry.max_retries
+        def attempt() -> dict[str, Any]:
             try:
-                resp = self._http.request(method, self.url + path, json=json)
-            except httpx.HTTPError as e:  # timeouts, refused connections, broken streams
-                if last:
-                    raise VerifyAPIError(f"{type(e).__name__}: {e} (after {attempt + 1} attempt(s))") from e
-                time.sleep(self.retry.delay(attempt))
-                continue
-            if resp.status_code == 200:
-                return resp.json()
-            if resp.status_code in RETRY_STATUSES and not last:
-                time.sleep(self.retry.delay(attempt, resp.headers.get("retry-after")))
-                continue
-            _raise_for(resp)
-        raise AssertionError("unreachable")
+                return check(self._http.request(method, self.url + path, json=json)).json()
+            except (httpx.HTTPError, ValueError) as e:  # timeouts, refused connections, broken bodies
+                raise from_exception(e) from e
+
+        try:
+            return call_with_retries(attempt, self.retry)
+        except EndpointError as e:
+            raise _api_error(e) from e
 
     def health(self) -> dict[str, Any]:
         return self._request("GET", "/health")
@@ -133,22 +121,16 @@ class AsyncVerifyClient:
     async def _request(self, method: str, path: str, json: Any = None) -> dict[str, Any]:
         import httpx
 
-        for attempt in range(self.retry.max_retries + 1):
-            last = attempt == self.retry.max_retries
+        async def attempt() -> dict[str, Any]:
             try:
-                resp = await self._http.request(method, self.url + path, json=json)
-            except httpx.HTTPError as e:
-                if last:
-                    raise VerifyAPIError(f"{type(e).__name__}: {e} (after {attempt + 1} attempt(s))") from e
-                await asyncio.sleep(self.retry.delay(attempt))
-                continue
-            if resp.status_code == 200:
-                return resp.json()
-            if resp.status_code in RETRY_STATUSES and not last:
-                await asyncio.sleep(self.retry.delay(attempt, resp.headers.get("retry-after")))
-                continue
-            _raise_for(resp)
-        raise AssertionError("unreachable")
+                return check(await self._http.request(method, self.url + path, json=json)).json()
+            except (httpx.HTTPError, ValueError) as e:
+                raise from_exception(e) from e
+
+        try:
+            return await acall_with_retries(attempt, self.retry)
+        except EndpointError as e:
+            raise _api_error(e) from e
 
     async def health(self) -> dict[str, Any]:
         return await self._request("GET", "/health")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from pydantic import ValidationError
 
 from proofcheck.decision import decide
 from proofcheck.parsing import format_verdict
 from proofcheck.serve.engine_args import engine_kwargs, lora_rank, on_cpu
-from proofcheck.serve.engines import Generation, PassOutput, RetryPolicy, _Stream, endpoint_root
+from proofcheck.serve.engines import Generation, PassOutput, _Stream, endpoint_root
 from proofcheck.serve.schemas import BatchRequest, VerifyRequest, VerifyResponse
 from proofcheck.serve.server import ServeConfig, parse_engine_args, parse_key_value
 from proofcheck.serve.verifier import assemble, stop_rule
@@ -151,15 +149,6 @@ def test_serve_config_rejects(kwargs: dict, match: str) -> None:
 ])
 def test_endpoint_root(url: str, root: str) -> None:
     assert endpoint_root(url) == root
-
-
-def test_retry_policy_is_bounded() -> None:
-    pol = RetryPolicy(max_retries=5, base_delay_s=0.5, max_delay_s=4.0, rng=random.Random(0))
-    delays = [pol.delay(i) for i in range(10)]
-    assert all(0 < d <= 4.0 for d in delays)
-    assert pol.delay(0, retry_after="2") == 2.0
-    assert pol.delay(0, retry_after="3600") == 4.0  # a server cannot park us for an hour
-    assert 0 < pol.delay(0, retry_after="soon") <= 0.5
 
 
 def test_stream_accounting_uses_continuous_usage() -> None:

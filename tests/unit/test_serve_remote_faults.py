@@ -11,8 +11,8 @@ import asyncio
 import pytest
 from scripted_server import Reply, ScriptedServer
 
+from proofcheck.http_retry import RetryPolicy
 from proofcheck.parsing import format_verdict
-from proofcheck.serve.engines import RetryPolicy
 from proofcheck.serve.verifier import ServiceVerifier, make_verifier
 
 STEPS = ["x_1 = 2 + 2 = 4.", "x_2 = 4 * 2 = 8.", "Hence x_2 = 8."]
