@@ -209,8 +209,9 @@ TOKEN_ROW_SHOWN = ("(() => { const e = document.getElementById('login-token-row'
 def test_login_asks_for_a_token_only_when_tokens_are_required(tmp_path: Path) -> None:
     inp, out = write_items(tmp_path / "proofs.jsonl"), tmp_path / "annotated.jsonl"
     server = AnnotateServer(inp, out, tmp_path / "server.log", tokens="alice:s3cret")
-    browser = Browser(tmp_path / "profile", tmp_path / "chromium.log")
+    browser = None
     try:
+        browser = Browser(tmp_path / "profile", tmp_path / "chromium.log")
         browser.goto(server.url + "/")
         browser.wait_for("!document.getElementById('login').hidden")
         assert browser.eval(TOKEN_ROW_SHOWN) is True
@@ -228,7 +229,8 @@ def test_login_asks_for_a_token_only_when_tokens_are_required(tmp_path: Path) ->
         browser.wait_for("document.querySelectorAll('#steps .step').length === 4")
         assert browser.eval("document.getElementById('who').textContent") == "alice"
     finally:
-        browser.close()
+        if browser is not None:
+            browser.close()
         server.stop()
 
 
