@@ -102,6 +102,8 @@ class JudgeOutcome:
     error: str | None = None
     cached: bool = False
     text: str = ""
+    endpoint_error: bool = False  # the last attempt got no usable answer from the endpoint (vs. an unparsable one)
+    error_status: int | None = None  # its HTTP status (None: timeout, connection, malformed body)
 
 
 class JudgeCache:
@@ -155,14 +157,21 @@ def cache_key(model: str, messages: list[dict[str, str]], sampling: dict[str, An
 class _Retryable(Exception):
     """An attempt failed in a way worth retrying; `reason` is a short code."""
 
-    def __init__(self, reason: str, retry_after: float | None = None):
+    def __init__(self, reason: str, retry_after: float | None = None, status: int | None = None,
+                 endpoint: bool = True):
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+        self.status = status
+        self.endpoint = endpoint  # False: the endpoint answered, but the answer was unparsable
 
 
 class _Fatal(Exception):
     """An attempt failed in a way retrying cannot fix (e.g. HTTP 400)."""
+
+    def __init__(self, reason: str, status: int | None = None):
+        super().__init__(reason)
+        self.status = status
 
 
 def _retry_after(resp: httpx.Response) -> float | None:
@@ -227,26 +236,27 @@ class JudgeSession:
             if hit is not None:
                 stats.cache_hits += 1
                 return JudgeOutcome(hit[0], cached=True, text=hit[1])
-        reason = "unknown"
+        reason, endpoint, status = "unknown", False, None
         for attempt in range(cfg.max_retries + 1):
             if attempt:
                 stats.retries += 1
             try:
                 level, text = await self._attempt(messages)
             except _Retryable as e:
-                reason = e.reason
+                reason, endpoint, status = e.reason, e.endpoint, e.status
                 if attempt < cfg.max_retries:
                     await asyncio.sleep(self._backoff(attempt, e.retry_after))
                 continue
             except _Fatal as e:
-                reason = str(e)
+                reason, endpoint, status = str(e), True, e.status
                 break
             if cache is not None:
                 await asyncio.to_thread(cache.put, key, level, text)
             return JudgeOutcome(level, text=text)
         stats.failures += 1
         stats.failure_reasons[reason.split(":")[0]] += 1
-        return JudgeOutcome(None, error=f"judge failed after {cfg.max_retries + 1} attempt(s): {reason}")
+        return JudgeOutcome(None, error=f"judge failed after {cfg.max_retries + 1} attempt(s): {reason}",
+                            endpoint_error=endpoint, error_status=status)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         cfg = self.client.config
@@ -267,9 +277,14 @@ class JudgeSession:
             except httpx.TransportError as e:
                 raise _Retryable(f"connection: {type(e).__name__}: {e}") from e
         if resp.status_code == 429 or resp.status_code >= 500:
-            raise _Retryable(f"http_{resp.status_code}", _retry_after(resp))
+            raise _Retryable(f"http_{resp.status_code}", _retry_after(resp), resp.status_code)
         if resp.status_code != 200:
-            raise _Fatal(f"http_{resp.status_code}: {resp.text[:200]}")
+            from proofcheck.http_errors import EndpointError, EndpointStop, error_message
+
+            err = EndpointError(error_message(resp.status_code, resp.content), resp.status_code)
+            if err.stops_run:  # a wrong key / URL / model: every judgement would fail the same way
+                raise EndpointStop(err, cfg.endpoint, cfg.model)
+            raise _Fatal(f"http_{resp.status_code}: {resp.text[:200]}", resp.status_code)
         try:
             choice = resp.json()["choices"][0]
             msg = choice["message"]
@@ -280,4 +295,4 @@ class JudgeSession:
         try:
             return parse_judge_answer(content, finish, reasoning), content or ""
         except JudgeParseError as e:
-            raise _Retryable(f"unparsable: {e.reason}") from e
+            raise _Retryable(f"unparsable: {e.reason}", endpoint=False) from e

@@ -89,7 +89,8 @@ class Grader:
         outcome = await session.judge(judge_messages(item.problem, item.steps, parsed.verdict, ann))
         if outcome.level is None:
             return GradeResult(level=None, score=None, valid=True, grader_error=outcome.error,
-                               structural_level=base.structural_level)
+                               structural_level=base.structural_level, endpoint_error=outcome.endpoint_error,
+                               error_status=outcome.error_status)
         level = outcome.level if self.mode == "judge" else min(base.structural_level, outcome.level)
         return GradeResult(level=level, score=self.scale.score(level), valid=True,
                            structural_level=base.structural_level, judge_level=outcome.level)
@@ -144,12 +145,31 @@ def level_counts(rows: list[Mapping[str, Any]]) -> dict[str, int]:
     return {k: c.get(k, 0) for k in (*[lvl.name for lvl in sorted(Level, reverse=True)], "INVALID", "GRADER_ERROR")}
 
 
-def summarise(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Counts per level, mean score over graded outputs (invalid = 0; grader errors excluded)."""
+def summarise(rows: list[Mapping[str, Any]], expected: int | None = None) -> dict[str, Any]:
+    """Counts per level, mean score over graded outputs (invalid = 0; grader errors excluded).
+
+    Complete or says so: `grader_failures` (every output the judge could not grade),
+    `errored_passes` (those whose judge request failed at the endpoint: HTTP status, timeout,
+    malformed body; each with its status in `endpoint_errors`), `complete`. `mean_score` is
+    None while the grading is incomplete, as the release gives no score for an incomplete run
+    (`mean_score_so_far` keeps the partial mean for progress).
+    """
     scores = [r["score"] for r in rows if r.get("score") is not None]
-    return {"n_outputs": len(rows), "levels": level_counts(rows),
-            "mean_score": fmean(scores) if scores else None,
-            "grader_failures": sum(1 for r in rows if r.get("grader_error"))}
+    failures = sum(1 for r in rows if r.get("grader_error"))
+    errored = [r for r in rows if r.get("grader_error") and r.get("endpoint_error")]
+    by_status: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for r in errored:
+        k = str(r.get("error_status"))
+        by_status[k] = by_status.get(k, 0) + 1
+        examples.setdefault(k, str(r["grader_error"])[:200])
+    missing = max((expected or 0) - len(rows), 0)
+    complete = not (failures or missing)
+    partial = fmean(scores) if scores else None
+    return {"n_outputs": len(rows), "levels": level_counts(rows), "mean_score": partial if complete else None,
+            "mean_score_so_far": partial, "complete": complete, "grader_failures": failures,
+            "errored_passes": len(errored), "missing_records": missing, "expected_records": expected,
+            "endpoint_errors": {"by_status": by_status, "examples": examples}}
 
 
 def _load_pairs(data: str | Path, outputs: str | Path) -> list[tuple[Any, Any]]:
@@ -197,6 +217,7 @@ async def grade_files_async(grader: Grader, data: str | Path, outputs: str | Pat
         d = res.to_dict()
         return {"proof_id": o.proof_id, "repeat": o.repeat, "level": d["level"], "score": d["score"],
                 "valid": d["valid"], "grader_error": d["grader_error"], "invalid_reason": d["invalid_reason"],
+                "endpoint_error": d["endpoint_error"], "error_status": d["error_status"],
                 "structural_level": d["structural_level"], "judge_level": d["judge_level"]}
 
     def item_of(p: Any, o: Any) -> GradeItem:
@@ -218,9 +239,15 @@ async def grade_files_async(grader: Grader, data: str | Path, outputs: str | Pat
                 async def one(p: Any, o: Any) -> tuple[Any, GradeResult]:
                     return o, await grader.grade_one(item_of(p, o), s)
 
-                for fut in asyncio.as_completed([one(p, o) for p, o in todo]):
-                    emit(*(await fut))
-    summary = summarise(rows)
+                tasks = [asyncio.ensure_future(one(p, o)) for p, o in todo]
+                try:
+                    for fut in asyncio.as_completed(tasks):
+                        emit(*(await fut))
+                finally:  # a stop (EndpointStop) leaves no judgement running behind it
+                    for t in tasks:
+                        t.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+    summary = summarise(rows, len(pairs))
     if grader.judge is not None:
         summary["judge"] = grader.judge.stats.as_dict()
     return summary

@@ -99,6 +99,8 @@ class GradeResult:
     grader_error: str | None = None
     structural_level: Level | None = None
     judge_level: Level | None = None
+    endpoint_error: bool = False  # the grader failure is the judge endpoint's (status below), not its answer
+    error_status: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: levels as their names."""

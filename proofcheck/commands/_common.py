@@ -58,7 +58,8 @@ def api_key(env_name: str | None) -> str | None:
     return key
 
 
-def finish_run(summary: dict[str, Any], what: str = "run") -> int:
+def finish_run(summary: dict[str, Any], what: str = "run",
+               rerun: str = "rerun the same command with --resume to retry them") -> int:
     """0 for a complete run; `EXIT_INCOMPLETE` (and what is missing, on stderr) for an incomplete one.
 
     `summary` carries `proofcheck.rundir.completeness`: `complete`, `errored_passes`,
@@ -68,7 +69,7 @@ def finish_run(summary: dict[str, Any], what: str = "run") -> int:
         return 0
     parts = [f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records", "grader_failures")
              if summary.get(k)]
-    hint = " (rerun the same command with --resume to retry them)" if summary.get("errored_passes") else ""
+    hint = f" ({rerun})" if summary.get("errored_passes") or summary.get("grader_failures") else ""
     examples = (summary.get("endpoint_errors") or {}).get("examples") or {}
     first = f"; first error: {next(iter(examples.values()))}" if examples else ""
     print(f"incomplete {what}: {', '.join(parts)}{hint}{first}", file=sys.stderr)

@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from proofcheck.commands._common import add_command, fail, print_json
+from proofcheck.commands._common import (
+    EXIT_INCOMPLETE,
+    EXIT_USAGE,
+    UsageError,
+    add_command,
+    api_key,
+    fail,
+    finish_run,
+    print_json,
+)
 
 MODES = ("structural", "judge", "hybrid")
 
@@ -16,7 +25,8 @@ def register(sub: Any) -> None:
         "Grade each verifier output (EXACT_MATCH / BASIC_MATCH / POOR_MATCH / WRONG_POLARITY) against the "
         "annotated proofs. Structural grading compares step indices (no model); a judge endpoint adds an LLM "
         "judge (hybrid: the lower of the two levels). One JSON line per output is appended to --out as it "
-        "goes; a re-run skips outputs already graded and retries earlier grader failures.")
+        "goes; a re-run skips outputs already graded and retries earlier grader failures. Exit 3 while any output "
+        "is ungraded (judge endpoint errors and unparsable judge answers are counted, never scored).")
     p.add_argument("--data", required=True, help="annotated proofs JSONL (VerifierBench format)")
     p.add_argument("--outputs", required=True, help="verifier outputs JSONL: {proof_id, repeat, text, finish_reason}")
     p.add_argument("--out", required=True, help="grades JSONL (appended; resumable)")
@@ -64,9 +74,11 @@ def _print_summary(summary: dict[str, Any], mode: str) -> None:
     t.add_column("count", justify="right")
     for name, count in summary["levels"].items():
         t.add_row(name, str(count))
-    mean = summary["mean_score"]
-    t.add_row("mean score", "-" if mean is None else f"{mean:.4f}")
+    mean = summary["mean_score"] if summary["complete"] else summary["mean_score_so_far"]
+    label = "mean score" if summary["complete"] else "mean score (incomplete, so far)"
+    t.add_row(label, "-" if mean is None else f"{mean:.4f}")
     t.add_row("grader failures", str(summary["grader_failures"]))
+    t.add_row("judge endpoint errors", str(summary["errored_passes"]))
     for k, v in summary.get("judge", {}).items():
         if k != "failure_reasons":
             t.add_row(f"judge {k.replace('_', ' ')}", str(v))
@@ -78,10 +90,14 @@ def _grade(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from proofcheck.data.loaders import DataError
+    from proofcheck.http_errors import EndpointStop
     from proofcheck.reward.grading import grade_files
 
     try:
+        api_key(args.judge_api_key_env)  # an unset key variable is a usage error, before any request
         grader = _build_grader(args)
+    except UsageError as e:
+        return fail(str(e).replace("--api-key-env", "--judge-api-key-env"), EXIT_USAGE)
     except ValueError as e:
         return fail(str(e))
     with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -94,10 +110,13 @@ def _grade(args: argparse.Namespace) -> int:
         try:
             summary = grade_files(grader, args.data, args.outputs, args.out, on_start=on_start,
                                   on_result=lambda row: progress.advance(task))
+        except EndpointStop as e:
+            return fail(f"{e} (grades so far are kept in {args.out}; rerun the same command to continue)",
+                        EXIT_INCOMPLETE)
         except (DataError, FileNotFoundError, ValueError) as e:
             return fail(str(e))
     if args.json:
         print_json(summary)
     else:
         _print_summary(summary, grader.mode)
-    return 0
+    return finish_run(summary, "grading", "rerun the same command: it grades exactly the outputs not graded yet")

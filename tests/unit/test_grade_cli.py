@@ -158,17 +158,23 @@ def test_hybrid_grader_failures_are_retried_on_rerun(samples_checked: Path, tmp_
     # the judge is asked only where both sides say invalid with a valid output: 10 of the 16 outputs
     asked = {(o[0], o[1]) for o in OUTPUTS if o[4] in ("EXACT_MATCH", "BASIC_MATCH", "POOR_MATCH")
              and o[0] != "ugd-001-p1"}
-    assert main(args) == 0
-    first = json.loads(capsys.readouterr().out)
+    assert main(args) == 3  # incomplete: the judge endpoint failed
+    captured = capsys.readouterr()
+    first = json.loads(captured.out)
+    assert "incomplete grading: 10 errored passes, 10 grader failures" in captured.err
     assert first["grader_failures"] == len(asked) == 10 and first["judge"]["failures"] == 10
+    assert first["errored_passes"] == 10 and first["endpoint_errors"]["by_status"] == {"503": 10}
+    assert first["complete"] is False and first["mean_score"] is None and first["mean_score_so_far"] is not None
     rows = by_key(read_jsonl_tolerant(out))
     assert {k for k, r in rows.items() if r["grader_error"]} == asked
     assert all(rows[k]["score"] is None and rows[k]["level"] is None for k in asked)
+    assert all(rows[k]["endpoint_error"] and rows[k]["error_status"] == 503 for k in asked)
     state["up"] = True
     assert main(args) == 0
     second = json.loads(capsys.readouterr().out)
     rows = by_key(read_jsonl_tolerant(out))
     assert len(rows) == len(OUTPUTS) and second["grader_failures"] == 0
+    assert second["complete"] is True and second["errored_passes"] == 0 and second["mean_score"] is not None
     for pid, rep, _, _, level, _ in OUTPUTS:
         g = rows[(pid, rep)]
         expect = "POOR_MATCH" if (pid, rep) in asked else level  # hybrid: min(structural, POOR)
@@ -178,3 +184,38 @@ def test_hybrid_grader_failures_are_retried_on_rerun(samples_checked: Path, tmp_
     calls = len(srv.calls)
     assert main(args) == 0
     assert len(srv.calls) == calls and len(read_jsonl_tolerant(out)) == len(OUTPUTS)
+
+
+def test_unparsable_judge_answers_are_grader_failures_not_endpoint_errors(samples_checked: Path, tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = write_outputs(tmp_path / "o.jsonl", OUTPUTS)
+    with ScriptedServer(lambda req, i: Reply("no level tag here")) as srv:
+        rc = main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(tmp_path / "g"),
+                   "--judge-endpoint", srv.url, "--judge-model", "judge", "--max-retries", "0", "--json"])
+    s = json.loads(capsys.readouterr().out)
+    assert rc == 3 and s["grader_failures"] == 10 and s["errored_passes"] == 0 and s["complete"] is False
+
+
+@pytest.mark.parametrize(("status", "fix"), [(401, "--api-key-env"), (404, "served model name")])
+def test_refused_judge_stops_at_once_with_the_fix(samples_checked: Path, tmp_path: Path, status: int, fix: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = write_outputs(tmp_path / "o.jsonl", OUTPUTS)
+    with ScriptedServer(lambda req, i: Reply(status=status)) as srv:
+        rc = main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(tmp_path / "g"),
+                   "--judge-endpoint", srv.url, "--judge-model", "judge", "--concurrency", "1"])
+        calls = len(srv.calls)
+    err = capsys.readouterr().err
+    assert rc == 3 and f"HTTP {status}" in err and fix in err
+    assert calls == 1  # not once per output
+    assert not any(r["grader_error"] for r in read_jsonl_tolerant(tmp_path / "g"))  # no error became a row
+
+
+def test_unset_judge_key_variable_is_exit_2_before_any_request(samples_checked: Path, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = write_outputs(tmp_path / "o.jsonl", OUTPUTS)
+    with ScriptedServer(lambda req, i: Reply("<level>EXACT_MATCH</level>")) as srv:
+        rc = main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(tmp_path / "g"),
+                   "--judge-endpoint", srv.url, "--judge-model", "judge", "--judge-api-key-env", "PC_SURELY_UNSET_VAR"])
+        calls = list(srv.calls)
+    err = capsys.readouterr().err
+    assert rc == 2 and "PC_SURELY_UNSET_VAR" in err and "--judge-api-key-env" in err and calls == []
