@@ -1,9 +1,11 @@
 """Async judge client for any OpenAI-compatible endpoint, with retries and an on-disk cache.
 
 - bounded concurrency (one semaphore per `session()`), a per-request timeout;
-- bounded retries with exponential backoff (honouring `Retry-After`) on 5xx, 429, timeouts,
-  connection errors and unparsable answers (see `proofcheck.reward.judge.parse_judge_answer`);
-  other 4xx answers are not retried (the request itself is wrong);
+- the one HTTP layer (`proofcheck.http_retry`): bounded backoff with jitter, honouring
+  `Retry-After`, on 408, 429, 5xx, timeouts, connection errors, malformed bodies and, particular
+  to the judge, unparsable answers (`proofcheck.reward.judge.parse_judge_answer`); other 4xx
+  answers are not retried (the request itself is wrong), 401/403/404 stop the run
+  (`EndpointStop`, with the fix);
 - a sqlite cache keyed by sha256 of (judge model, messages, sampling settings): re-grading
   the same outputs costs no judge call; its reads and writes run in a worker thread
   (`asyncio.to_thread`), never on the event loop;
@@ -27,7 +29,6 @@ import functools
 import hashlib
 import json
 import os
-import random
 import sqlite3
 import ssl
 import threading
@@ -39,6 +40,8 @@ from typing import Any
 
 import httpx
 
+from proofcheck.http_errors import EndpointError, EndpointStop
+from proofcheck.http_retry import RetryPolicy, acall_with_retries, check, from_exception
 from proofcheck.reward.judge import JudgeParseError, parse_judge_answer
 from proofcheck.reward.levels import Level
 
@@ -154,31 +157,16 @@ def cache_key(model: str, messages: list[dict[str, str]], sampling: dict[str, An
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-class _Retryable(Exception):
-    """An attempt failed in a way worth retrying; `reason` is a short code."""
-
-    def __init__(self, reason: str, retry_after: float | None = None, status: int | None = None,
-                 endpoint: bool = True):
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-        self.status = status
-        self.endpoint = endpoint  # False: the endpoint answered, but the answer was unparsable
+_REASONS = {"timeout": "timeout", "connection error": "connection", "malformed response": "bad_body",
+            "unparsable": "unparsable"}
 
 
-class _Fatal(Exception):
-    """An attempt failed in a way retrying cannot fix (e.g. HTTP 400)."""
-
-    def __init__(self, reason: str, status: int | None = None):
-        super().__init__(reason)
-        self.status = status
-
-
-def _retry_after(resp: httpx.Response) -> float | None:
-    try:
-        return float(resp.headers["retry-after"])
-    except (KeyError, ValueError):
-        return None
+def failure_reason(error: EndpointError) -> str:
+    """A short code for `JudgeStats.failure_reasons`: `http_<status>`, `timeout`, `connection`,
+    `bad_body` or `unparsable`."""
+    if error.status is not None:
+        return f"http_{error.status}"
+    return _REASONS.get(error.message.split(":")[0], "other")
 
 
 @functools.lru_cache(maxsize=1)
@@ -193,6 +181,8 @@ class JudgeClient:
     def __init__(self, config: JudgeConfig):
         self.config = config
         self.stats = JudgeStats()
+        self.retry = RetryPolicy(max_retries=config.max_retries, base_delay_s=config.backoff_base_s,
+                                 max_delay_s=config.backoff_max_s)
         self.cache = JudgeCache(config.cache_dir) if config.cache_dir else None
 
     def _headers(self) -> dict[str, str]:
@@ -236,34 +226,23 @@ class JudgeSession:
             if hit is not None:
                 stats.cache_hits += 1
                 return JudgeOutcome(hit[0], cached=True, text=hit[1])
-        reason, endpoint, status = "unknown", False, None
-        for attempt in range(cfg.max_retries + 1):
-            if attempt:
-                stats.retries += 1
-            try:
-                level, text = await self._attempt(messages)
-            except _Retryable as e:
-                reason, endpoint, status = e.reason, e.endpoint, e.status
-                if attempt < cfg.max_retries:
-                    await asyncio.sleep(self._backoff(attempt, e.retry_after))
-                continue
-            except _Fatal as e:
-                reason, endpoint, status = str(e), True, e.status
-                break
-            if cache is not None:
-                await asyncio.to_thread(cache.put, key, level, text)
-            return JudgeOutcome(level, text=text)
-        stats.failures += 1
-        stats.failure_reasons[reason.split(":")[0]] += 1
-        return JudgeOutcome(None, error=f"judge failed after {cfg.max_retries + 1} attempt(s): {reason}",
-                            endpoint_error=endpoint, error_status=status)
+        try:
+            level, text = await acall_with_retries(lambda: self._attempt(messages), self.client.retry,
+                                                   on_retry=self._count_retry)
+        except EndpointError as e:
+            if e.stops_run:  # a wrong key / URL / model: every judgement would fail the same way
+                raise EndpointStop(e, cfg.endpoint, cfg.model) from e
+            reason = failure_reason(e)
+            stats.failures += 1
+            stats.failure_reasons[reason] += 1
+            return JudgeOutcome(None, error=f"judge failed after {e.attempts} attempt(s): {reason}: {e.message}",
+                                endpoint_error=reason != "unparsable", error_status=e.status)
+        if cache is not None:
+            await asyncio.to_thread(cache.put, key, level, text)
+        return JudgeOutcome(level, text=text)
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        cfg = self.client.config
-        delay = min(cfg.backoff_max_s, cfg.backoff_base_s * 2 ** attempt) * (0.5 + random.random() / 2)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, cfg.backoff_max_s))
-        return delay
+    def _count_retry(self, error: EndpointError) -> None:
+        self.client.stats.retries += 1
 
     async def _attempt(self, messages: list[dict[str, str]]) -> tuple[Level, str]:
         cfg = self.client.config
@@ -271,28 +250,17 @@ class JudgeSession:
         async with self.semaphore:
             self.client.stats.calls += 1
             try:
-                resp = await self.http.post("/chat/completions", json=body)
-            except httpx.TimeoutException as e:
-                raise _Retryable(f"timeout: {type(e).__name__}") from e
-            except httpx.TransportError as e:
-                raise _Retryable(f"connection: {type(e).__name__}: {e}") from e
-        if resp.status_code == 429 or resp.status_code >= 500:
-            raise _Retryable(f"http_{resp.status_code}", _retry_after(resp), resp.status_code)
-        if resp.status_code != 200:
-            from proofcheck.http_errors import EndpointError, EndpointStop, error_message
-
-            err = EndpointError(error_message(resp.status_code, resp.content), resp.status_code)
-            if err.stops_run:  # a wrong key / URL / model: every judgement would fail the same way
-                raise EndpointStop(err, cfg.endpoint, cfg.model)
-            raise _Fatal(f"http_{resp.status_code}: {resp.text[:200]}", resp.status_code)
+                resp = check(await self.http.post("/chat/completions", json=body))
+            except httpx.HTTPError as e:
+                raise from_exception(e) from e
         try:
             choice = resp.json()["choices"][0]
             msg = choice["message"]
             content, finish = msg.get("content"), choice.get("finish_reason")
             reasoning = msg.get("reasoning_content") or msg.get("reasoning")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
-            raise _Retryable(f"bad_body: {type(e).__name__}") from e
+            raise from_exception(e) from e
         try:
             return parse_judge_answer(content, finish, reasoning), content or ""
-        except JudgeParseError as e:
-            raise _Retryable(f"unparsable: {e.reason}", endpoint=False) from e
+        except JudgeParseError as e:  # the endpoint answered; the judge may answer properly next time
+            raise EndpointError(f"unparsable: {e.reason}", None, "retryable") from e
