@@ -58,6 +58,7 @@ class DemoConfig:
     sft_steps: int = 16
     sft_lr: float = 1e-3
     sft_lora_r: int = 16          # 0 = full fine-tuning
+    sft_lora_layers: int | None = None   # every layer: the top 10 alone learned the format worse (dev: valid .28 vs .79)
     grpo_steps: int = 16
     grpo_lr: float = 2e-4
     recipe: str = "configs/grpo/smollm2-cpu.yaml"
@@ -70,7 +71,7 @@ class DemoConfig:
     def quick(cls, **kw: Any) -> DemoConfig:
         """The tiny random model: every stage in a few minutes, numbers are a pipeline check only."""
         base = dict(model="tiny", sft_tasks=128, grpo_tasks=64, eval_tasks=16, sft_steps=60, sft_lr=3e-3,
-                    sft_lora_r=0, grpo_steps=8, grpo_lr=5e-4, recipe="configs/grpo/tiny-cpu.yaml", max_tokens=96)
+                    sft_lora_r=0, sft_lora_layers=None, grpo_steps=8, grpo_lr=5e-4, recipe="configs/grpo/tiny-cpu.yaml", max_tokens=96)
         base.update(kw)
         return cls(**base)
 
@@ -182,6 +183,7 @@ def _sft(cfg: DemoConfig, base: Path, data: Path) -> Path:
         cmd = [sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(out),
                "--data", str(data / "sft.jsonl"), "--steps", str(cfg.sft_steps), "--lr", str(cfg.sft_lr),
                "--lora-r", str(cfg.sft_lora_r), "--seed", str(cfg.seed)]
+        cmd += ["--lora-layers", str(cfg.sft_lora_layers)] if cfg.sft_lora_r and cfg.sft_lora_layers else []
         _run(cmd + (["--bf16"] if cfg.model == "smollm2" else []), cfg.workdir / "logs" / "sft.log")
     return out
 
@@ -364,7 +366,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     run_stage("validate shipped data", _validate_samples, timings)
     data = run_stage("build the curriculum", lambda: _build_curriculum(cfg), timings)
     _show_curriculum(data)
-    lora = f"LoRA r={cfg.sft_lora_r}" if cfg.sft_lora_r else "full"
+    lora = f"LoRA r={cfg.sft_lora_r}" + (f", top {cfg.sft_lora_layers} layers" if cfg.sft_lora_layers else "") \
+        if cfg.sft_lora_r else "full"
     sft = run_stage(f"supervised warm-up ({cfg.sft_steps} steps, {lora}, TRL SFTTrainer)",
                     lambda: _sft(cfg, base, data), timings)
     grpo = run_stage(f"GRPO ({cfg.grpo_steps} steps, TRL + vLLM colocate; held-out eval before and after)",

@@ -102,6 +102,11 @@ class ProofcheckScriptArguments:
         "`proofcheck model smollm2 --out runs/smollm2`): a missing folder then stops the run before anything "
         "loads, naming this command."))
 
+    lora_layers: int | None = field(default=None, metadata=_help(
+        "With LoRA: adapt only the top N transformer layers (peft layers_to_transform). The backward pass then "
+        "stops at the lowest adapted layer: on a 2-core CPU, SmolLM2-135M's forward+backward took 8 s instead of "
+        "18-24 s with the top 10 of 30 layers. Needs lora_target_modules as module names (not all-linear)."))
+
     # --- saving -----------------------------------------------------------------------------
     save_merged: bool = field(default=True, metadata=_help(
         "Save a full model (LoRA merged into the base) with its tokenizer to <output_dir>/merged."))
@@ -240,6 +245,15 @@ def check_compatible(script: ProofcheckScriptArguments, training: Any, model: An
     if not (script.save_merged or script.save_adapter):
         errs.append("save_merged and save_adapter are both false: nothing but checkpoints would be saved; "
                     "set save_merged: true (full model) or save_adapter: true (LoRA)")
+    if script.lora_layers is not None:
+        if not model.use_peft:
+            errs.append("lora_layers needs use_peft: true (it restricts the LoRA adapter to the top layers)")
+        elif script.lora_layers < 1:
+            errs.append(f"lora_layers={script.lora_layers}: must be >= 1 (or unset for every layer)")
+        elif not model.lora_target_modules or isinstance(model.lora_target_modules, str) or \
+                "all-linear" in model.lora_target_modules:
+            errs.append("lora_layers needs lora_target_modules as module names, e.g. [q_proj, k_proj, v_proj, "
+                        "o_proj, gate_proj, up_proj, down_proj] (peft refuses layers_to_transform with all-linear)")
     if script.save_adapter and not script.save_merged and not model.use_peft:
         errs.append("save_adapter without use_peft saves nothing (there is no adapter): set save_merged: true "
                     "or use_peft: true")

@@ -141,13 +141,26 @@ def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, s
     }
 
 
+def peft_config(script: ProofcheckScriptArguments, model_args: Any) -> Any:
+    """TRL's LoRA config from ModelConfig, restricted to the top `lora_layers` layers when set."""
+    from trl import get_peft_config
+
+    config = get_peft_config(model_args)
+    if config is not None and script.lora_layers is not None:
+        from transformers import AutoConfig
+
+        n = AutoConfig.from_pretrained(model_args.model_name_or_path).num_hidden_layers
+        config.layers_to_transform = list(range(max(0, n - script.lora_layers), n))
+    return config
+
+
 def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: Any,
                   data: TrainingData | None = None, rewards: list[Any] | None = None) -> tuple[Any, Any, Any, Any]:
     """GRPOTrainer with our callbacks: returns (trainer, history, eval callback or None, step timer).
 
     Loads the model (and starts vLLM in colocate mode); call only after validation.
     """
-    from trl import GRPOTrainer, get_peft_config
+    from trl import GRPOTrainer
 
     from proofcheck.protocol import answer_regex
     from proofcheck.train.callbacks import RunHistoryCallback, StepTimer, VerifierEvalCallback
@@ -162,7 +175,7 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
     eval_ds = to_dataset(data.eval) if data.eval and training.eval_strategy != "no" else None
     trainer = GRPOTrainer(model=model_args.model_name_or_path, reward_funcs=rewards, args=training,
                           train_dataset=to_dataset(data.train), eval_dataset=eval_ds,
-                          peft_config=get_peft_config(model_args))
+                          peft_config=peft_config(script, model_args))
     for fn in rewards:  # one truncation rule: a completion cut by max_completion_length is invalid
         if hasattr(fn, "configure_truncation"):
             fn.configure_truncation(trainer.eos_token_ids, training.max_completion_length)

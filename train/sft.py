@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
 
 def sft_rows(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Conversational prompt/completion rows: the verifier prompt and the gold verification."""
@@ -89,9 +91,12 @@ def _batch_loss(model: Any, batch: list[tuple[list[int], int]], pad_id: int) -> 
 
 def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, Any]] = 512, steps: int = 200,
            seed: int = 0, learning_rate: float = 1e-3, batch_size: int = 8, bf16: bool = False,
-           lora_r: int = 0, log: Any = print) -> Path:
+           lora_r: int = 0, lora_layers: int | None = None, log: Any = print) -> Path:
     """Fine-tune `model` for `steps` steps on synthetic gold verifications (`tasks`: a list of tasks,
-    or how many balanced tasks to draw); save to `out` (merged when LoRA). Returns `out`."""
+    or how many balanced tasks to draw); save to `out` (merged when LoRA). Returns `out`.
+
+    `lora_r` > 0 trains LoRA on the attention and MLP projections, of the top `lora_layers`
+    layers only when given (the backward pass then stops at the lowest adapted layer)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -105,8 +110,10 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     if lora_r > 0:
         from peft import LoraConfig, get_peft_model
 
-        net = get_peft_model(net, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules="all-linear",
-                                             lora_dropout=0.0, task_type="CAUSAL_LM"))
+        n = net.config.num_hidden_layers
+        layers = list(range(n - lora_layers, n)) if lora_layers else None
+        net = get_peft_model(net, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules=LORA_MODULES,
+                                             layers_to_transform=layers, lora_dropout=0.0, task_type="CAUSAL_LM"))
     net.train()
     params = [p for p in net.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
@@ -149,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (cosine decay)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast (CPUs with avx512_bf16 or AMX)")
     ap.add_argument("--lora-r", type=int, default=0, help="LoRA rank; 0 = full fine-tuning")
+    ap.add_argument("--lora-layers", type=int, help="with LoRA: adapt only the top N layers (faster backward)")
     ap.add_argument("--seed", type=int, default=0, help="seed")
     args = ap.parse_args(argv)
     try:
@@ -157,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     warmup(args.model, args.out, tasks=tasks, steps=args.steps, seed=args.seed, learning_rate=args.lr,
-           batch_size=args.batch_size, bf16=args.bf16, lora_r=args.lora_r, log=lambda m: print(m, flush=True))
+           batch_size=args.batch_size, bf16=args.bf16, lora_r=args.lora_r, lora_layers=args.lora_layers,
+           log=lambda m: print(m, flush=True))
     print(f"warmed-up model saved to {args.out}")
     return 0
 
