@@ -59,8 +59,8 @@ class DemoConfig:
     sft_lr: float = 1e-3
     sft_lora_r: int = 16          # 0 = full fine-tuning
     sft_lora_layers: int | None = None   # every layer: the top 10 alone learned the format worse (dev: valid .28 vs .79)
-    grpo_steps: int = 16
-    grpo_lr: float = 2e-4
+    grpo_steps: int = 8           # ~50 s each here (86% log-probs + backward, 14% vLLM generation)
+    grpo_lr: float = 3e-4         # dev split: 16 steps at 3e-4 took Bal-F1 .30 -> .39, valid .74 -> .92
     recipe: str = "configs/grpo/smollm2-cpu.yaml"
     passes: int = 8               # verification passes when scoring
     repeats: int = 2              # verifier repeats per annotated proof
