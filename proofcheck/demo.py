@@ -193,7 +193,8 @@ def _grpo(cfg: DemoConfig, sft: Path, data: Path) -> dict[str, Any]:
     if not (out / "run_summary.json").is_file():
         _run([sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(REPO / cfg.recipe),
               "--model_name_or_path", str(sft), "--output_dir", str(out), "--expert_files", str(data / "dataset"),
-              "--synthetic_count", "0", "--eval_fraction", "0", "--max_steps", str(cfg.grpo_steps),
+              "--synthetic_count", "0", "--mix_ratios", "0", "0", "1", "--eval_fraction", "0",
+              "--max_steps", str(cfg.grpo_steps),
               "--learning_rate", str(cfg.grpo_lr), "--eval_at_start", "true", "--eval_every_steps", "0",
               "--eval_max_samples", str(cfg.eval_tasks), "--eval_passes", str(cfg.eval_passes),
               "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(cfg.seed),
@@ -368,7 +369,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     _show_curriculum(data)
     lora = f"LoRA r={cfg.sft_lora_r}" + (f", top {cfg.sft_lora_layers} layers" if cfg.sft_lora_layers else "") \
         if cfg.sft_lora_r else "full"
-    sft = run_stage(f"supervised warm-up ({cfg.sft_steps} steps, {lora}, TRL SFTTrainer)",
+    sft = run_stage(f"supervised warm-up ({cfg.sft_steps} steps, {lora})",
                     lambda: _sft(cfg, base, data), timings)
     grpo = run_stage(f"GRPO ({cfg.grpo_steps} steps, TRL + vLLM colocate; held-out eval before and after)",
                      lambda: _grpo(cfg, sft, data), timings)
