@@ -39,6 +39,15 @@ def _bar(path: Path, labels: list[str], values: list[float | None], title: str, 
     plt.close(fig)
 
 
+def _incomplete_note(summary: dict[str, Any]) -> list[str]:
+    """A warning paragraph for an incomplete run (its scores are withheld, as the release does)."""
+    if summary.get("complete", True):
+        return []
+    what = ", ".join(f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records",
+                                                                      "grader_failures") if summary.get(k))
+    return [f"**Incomplete run** ({what}): scores of incomplete splits are withheld (–); rerun with `--resume`.", ""]
+
+
 def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -71,6 +80,7 @@ def write_prover_report(out: Path, summary: dict[str, Any], records: list[dict])
           f"Rule `{summary.get('rule')}`, {summary.get('passes')} passes per proof; {summary.get('n_records')} proofs "
           f"verified, {summary.get('completion_tokens')} completion tokens, "
           f"{summary.get('n_cancelled_passes')} passes cancelled early.", "",
+          *_incomplete_note(summary),
           _table([(k, *(_fmt(s.get(k)) for s in splits.values())) for k in keys], ("metric", *splits)), "",
           "## By subject", "",
           _table([(name, _fmt(s["n_problems"]), _fmt(s["pessimistic"]), _fmt(s["pass_any_sample"]))
@@ -130,6 +140,7 @@ def write_verifier_report(out: Path, summary: dict[str, Any], records: list[dict
     md = [f"# VerifierBench evaluation: {summary.get('verifier')}", "",
           f"{summary.get('repeats')} repeats per proof; judge: {summary.get('judge') or 'none'}; "
           f"grader failures: {summary.get('grader_failures', 0)}.", "",
+          *_incomplete_note(summary),
           _table([(k, *(_fmt(s.get(k)) for s in splits.values())) for k in keys], ("metric", *splits)), "",
           *[f"![{p.stem}]({p.name})" for p in plots], ""]
     write_text_atomic(out / "report.md", "\n".join(md))

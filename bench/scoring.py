@@ -85,6 +85,44 @@ def completeness(records: list[dict], expected: int | None, grader_failures: int
                             problems_without_submission=problems_without_submission)
 
 
+PROVER_SCORES = ("pessimistic", "pass_any_sample", "verifier_valid_rate")
+VERIFIER_SCORES = ("rough_accuracy", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
+                   "first_error_step_accuracy", "first_error_step_accuracy_incorrect", "verifier_valid_rate",
+                   "meta_ver_tpr", "meta_ver_tnr", "meta_ver_bal_f1", "meta_score_mean", "meta_valid_rate")
+
+
+def _record_whole(r: dict[str, Any]) -> bool:
+    """No errored pass and no grader failure in this record."""
+    return not errored_passes(r) and not any((t.get("meta") or {}).get("grader_error")
+                                             for t in r.get("verifier_trials") or [])
+
+
+def withhold_incomplete(summary: dict[str, Any], records: list[dict], score_keys: tuple[str, ...],
+                        groups: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """The release's rule for an incomplete run: a split that is not complete reports no scores.
+
+    Each split (and each subject, for ProverBench) gets `complete`; when it is false its score
+    keys are None (counts stay). A split is incomplete when the run misses records (they cannot
+    be placed in a split) or when one of its records holds an errored pass or a grader failure.
+    The top-level keys (the `all` split) follow `summary["complete"]`. `groups` maps a summary
+    section ("splits", "subjects") to the record field that places a record in it.
+    """
+    groups = groups or {"splits": "domain"}
+    missing = bool(summary.get("missing_records"))
+    for section, field in groups.items():
+        for name, split in (summary.get(section) or {}).items():
+            if section == "splits" and name == "all":
+                ok = bool(summary["complete"])
+            else:
+                ok = not missing and all(_record_whole(r) for r in records if r.get(field) == name)
+            split["complete"] = ok
+            if not ok:
+                split.update({k: None for k in score_keys if k in split})
+    if not summary["complete"]:
+        summary.update({k: None for k in (*score_keys, "generation_failure_rate") if k in summary})
+    return summary
+
+
 async def _run_all(items: list[Any], work: Callable[[Any], Awaitable[dict]], run: RunDir, concurrency: int,
                    label: str, verifier: Any) -> None:
     """Verify `items` into `run` (see `proofcheck.rundir.fill`), then close the verifier."""
@@ -190,7 +228,7 @@ def summarise_prover_records(records: list[dict], manifest: dict[str, Any]) -> d
              generation_failure_rate=(sum(bool(r.get("failed")) for r in records) / len(records)) if records else None)
     m.update(completeness(records, manifest.get("expected_records"),
                           problems_without_submission=m["n_problems_without_submission"]))
-    return m
+    return withhold_incomplete(m, records, PROVER_SCORES, {"splits": "domain", "subjects": "subject"})
 
 
 # ---------------------------------------------------------------- VerifierBench
@@ -284,7 +322,7 @@ def summarise_verifier_records(records: list[dict], manifest: dict[str, Any]) ->
              judge=manifest.get("judge"), meta_levels=levels, meta_scale=manifest.get("meta_scale", "benchmark"),
              with_reference=manifest.get("with_reference", manifest.get("settings", {}).get("use_reference_solution")))
     m.update(completeness(records, manifest.get("expected_records"), grader_failures=failures))
-    return m
+    return withhold_incomplete(m, records, VERIFIER_SCORES)
 
 
 def summarise_records(path: str | Path) -> dict[str, Any]:

@@ -43,13 +43,25 @@ def vrow(pid: str, correct: bool, trials: list[dict]) -> dict:
 def test_release_verifier_results(tmp_path: Path) -> None:
     records = [
         vrow("p1", True, [trial(0, verdict(-1)), trial(1, verdict(-1), finish=None)]),  # 1 of 2: null finish
-        vrow("p2", False, [trial(0, verdict(1)), trial(1, "", finish=None, error="HTTP_401")]),  # endpoint error
+        vrow("p2", False, [trial(0, verdict(1)), trial(1, "no tags at all")]),  # 1 of 2: invalid output
     ]
     s = summarise_records(write_run(tmp_path / "run", "verifier", records, 2))
     assert (s["rough_tpr"], s["rough_tnr"]) == (0.5, 0.5)
     assert s["rough_bal_f1"] == pytest.approx(0.5) and s["rough_accuracy"] == 0.5
     assert s["first_error_step_accuracy"] == 0.5 and s["verifier_valid_rate"] == 0.5
+    assert s["errored_passes"] == 0 and s["complete"] is True
+
+
+def test_release_results_with_an_endpoint_error_give_no_scores(tmp_path: Path) -> None:
+    records = [
+        vrow("p1", True, [trial(0, verdict(-1)), trial(1, verdict(-1))]),
+        vrow("p2", False, [trial(0, verdict(1)), trial(1, "", finish=None, error="HTTP_401")]),  # endpoint error
+    ]
+    s = summarise_records(write_run(tmp_path / "run", "verifier", records, 2))
     assert s["errored_passes"] == 1 and s["complete"] is False  # the release's HTTP_401 is an error, not a verdict
+    assert s["endpoint_errors"]["examples"] == {"None": "HTTP_401"}
+    assert s["rough_bal_f1"] is None and s["splits"]["all"]["rough_tpr"] is None  # incomplete: no scores
+    assert s["n_proofs"] == 2 and s["splits"]["all"]["complete"] is False
 
 
 def test_release_prover_results(tmp_path: Path) -> None:
