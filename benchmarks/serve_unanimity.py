@@ -29,12 +29,15 @@ from proofcheck.process import ServiceProcess, free_port
 PASSES = 8
 
 
-def start_vllm(model: str, workdir: Path) -> tuple[ServiceProcess, str]:
-    """A vLLM OpenAI server for `model` (served as `tiny`), ready; returns (process, base URL ending in /v1)."""
+def start_vllm(model: str, workdir: Path, name: str = "tiny", extra: list[str] | None = None
+               ) -> tuple[ServiceProcess, str]:
+    """A vLLM OpenAI server for `model` (served as `name`), ready; returns (process, base URL ending in /v1).
+
+    `extra`: more server flags (e.g. `--dtype bfloat16`)."""
     port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name",
-           "tiny", "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "4096",
-           "--seed", "0", "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768"]
+           name, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "4096",
+           "--seed", "0", "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768", *(extra or [])]
     vllm = ServiceProcess(cmd, f"http://127.0.0.1:{port}/health", workdir / "vllm.log",
                           env={"VLLM_CPU_KVCACHE_SPACE": "1"})
     try:
@@ -45,27 +48,31 @@ def start_vllm(model: str, workdir: Path) -> tuple[ServiceProcess, str]:
     return vllm, f"http://127.0.0.1:{port}/v1"
 
 
-async def run_mode(mode: str, url: str, tasks: list[dict], max_tokens: int, concurrency: int) -> dict[str, Any]:
-    """Verify every task in `mode` (a | b | c); wall time, tokens, decisions."""
+async def run_mode(mode: str, url: str, tasks: list[dict], max_tokens: int, concurrency: int,
+                   name: str = "tiny", reference: bool = True) -> dict[str, Any]:
+    """Verify every task in `mode` (a | b | c) on the vLLM server's model `name`; wall time, tokens, decisions.
+
+    `reference=False` leaves the reference solution out of the prompt (as VerifierBench runs)."""
     from proofcheck.protocol import verifier_messages
     from proofcheck.serve.engines import Generation, RemoteEngine
     from proofcheck.serve.verifier import Verifier, assemble
 
-    engine = RemoteEngine(url, "tiny")
+    engine = RemoteEngine(url, name)
     verifier = Verifier(engine, passes=PASSES, max_tokens=max_tokens)
     sem = asyncio.Semaphore(concurrency)
 
     async def one(j: int, t: dict) -> Any:
         async with sem:
             seed = j * 100
+            ref = t["reference_solution"] if reference else None
             if mode == "b":
                 t0 = time.perf_counter()
-                msgs = verifier_messages(t["problem"], t["steps"], t["reference_solution"])
+                msgs = verifier_messages(t["problem"], t["steps"], ref)
                 gens = await asyncio.gather(*(engine.sample(msgs, 1, temperature=1.0, max_tokens=max_tokens,
                                                                    seed=seed + i) for i in range(PASSES)))
                 gen = Generation([g.passes[0] for g in gens], gens[0].prompt_tokens)
                 return assemble(gen, len(t["steps"]), "unanimous", time.perf_counter() - t0)
-            return await verifier.verify(t["problem"], t["steps"], t["reference_solution"], seed=seed,
+            return await verifier.verify(t["problem"], t["steps"], ref, seed=seed,
                                          all_passes=(mode == "a"))
 
     await one(0, tasks[0])  # warm-up (prefix cache, connections), not timed
@@ -76,7 +83,7 @@ async def run_mode(mode: str, url: str, tasks: list[dict], max_tokens: int, conc
     tokens = sum(r.completion_tokens for r in results)
     return {"wall": wall, "tokens": tokens, "n": len(results),
             "errors": sum(1 for r in results for p in r.passes if p.error),
-            "cancelled": sum(r.votes["cancelled"] for r in results)}
+            "cancelled": sum(r.votes["cancelled"] for r in results), "decisions": [r.decision for r in results]}
 
 
 async def load_test(url: str, clients: int, per_client: int, max_tokens: int, budget_s: float) -> dict[str, Any]:

