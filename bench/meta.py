@@ -21,16 +21,18 @@ class TrialGrader:
     pool and concurrency bound instead of building them per proof.
     """
 
-    def __init__(self, grader: Grader):
+    def __init__(self, grader: Grader, with_reference: bool = False):
         self.grader = grader
+        self.with_reference = with_reference  # a judge prompt file's {human_solution}, as the verifier saw it
 
     def session(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """The run-wide judge session (a no-op without a judge)."""
         return self.grader.session()
 
     async def __call__(self, proof: Any, trials: list[dict]) -> list[dict | None]:
+        ref = proof.reference_solution if self.with_reference else None
         items = [GradeItem(proof.problem, list(proof.steps), t.get("text") or "", proof.annotation,
-                           t.get("finish_reason")) for t in trials]
+                           t.get("finish_reason"), ref) for t in trials]
         results = await self.grader.grade(items)
         out: list[dict | None] = []
         for t, r in zip(trials, results, strict=True):
@@ -45,12 +47,17 @@ class TrialGrader:
 
 
 def make_trial_grader(judge_endpoint: str | None = None, judge_model: str | None = None,
-                      cache_dir: str | None = None, concurrency: int = 8) -> TrialGrader:
-    """The run's `TrialGrader`: hybrid min(structural, judge) with a judge, else structural."""
+                      cache_dir: str | None = None, concurrency: int = 8, judge_template: str | None = None,
+                      with_reference: bool = False) -> TrialGrader:
+    """The run's `TrialGrader`: hybrid min(structural, judge) with a judge, else structural.
+
+    `judge_template` is a release-format judge prompt file's text (`--judge-prompt-file`).
+    """
     judge = None
     if judge_endpoint:
         from proofcheck.reward.client import JudgeConfig
 
         judge = JudgeConfig(endpoint=judge_endpoint, model=judge_model or "", cache_dir=cache_dir,
                             concurrency=concurrency)
-    return TrialGrader(Grader("hybrid" if judge else "structural", "benchmark", judge))
+    return TrialGrader(Grader("hybrid" if judge else "structural", "benchmark", judge, judge_template),
+                       with_reference)

@@ -32,7 +32,7 @@ from typing import Any
 
 from proofcheck.parsing import parse_verifier_output
 from proofcheck.reward.client import JudgeClient, JudgeConfig, JudgeSession
-from proofcheck.reward.judge import judge_messages
+from proofcheck.reward.judge import judge_messages, judge_template_messages
 from proofcheck.reward.levels import GradeResult, Level, Scale, get_scale
 from proofcheck.reward.structural import coerce_annotation, grade_parsed
 from proofcheck.schemas import Annotation
@@ -49,19 +49,21 @@ class GradeItem:
     text: str
     annotation: Annotation | Mapping[str, Any] | str
     finish_reason: str | None = "stop"
+    reference: str | None = None  # shown to the judge only through a prompt file's {human_solution}
 
 
 class Grader:
     """Grades `GradeItem`s in one of `MODES`; `judge` is required for judge and hybrid."""
 
     def __init__(self, mode: str = "structural", scale: str | Scale = "training",
-                 judge: JudgeConfig | JudgeClient | None = None):
+                 judge: JudgeConfig | JudgeClient | None = None, judge_template: str | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown grading mode {mode!r}; choose one of {', '.join(MODES)}")
         if mode != "structural" and judge is None:
             raise ValueError(f"mode {mode!r} needs a judge: give a judge endpoint and model")
         self.mode = mode
         self.scale = get_scale(scale)
+        self.judge_template = judge_template  # a release-format judge prompt file's text (else our prompt)
         self.judge = JudgeClient(judge) if isinstance(judge, JudgeConfig) else judge
         if mode == "structural":
             self.judge = None
@@ -86,7 +88,10 @@ class Grader:
         base, parsed, ann = self._structural(item)
         if session is None or not base.valid or base.level in (Level.WRONG_POLARITY,) or ann.is_correct:
             return base
-        outcome = await session.judge(judge_messages(item.problem, item.steps, parsed.verdict, ann))
+        messages = (judge_template_messages(self.judge_template, item.problem, item.steps, parsed.verdict, ann,
+                                            item.reference) if self.judge_template
+                    else judge_messages(item.problem, item.steps, parsed.verdict, ann))
+        outcome = await session.judge(messages)
         if outcome.level is None:
             return GradeResult(level=None, score=None, valid=True, grader_error=outcome.error,
                                structural_level=base.structural_level, endpoint_error=outcome.endpoint_error,

@@ -116,3 +116,50 @@ def parse_judge_answer(content: str | None, finish_reason: str | None = "stop",
         return Level.parse(tags[0])
     except KeyError as e:
         raise JudgeParseError("unknown_level", str(e.args[0])) from None
+
+
+# ---- the AdvancedMathBench release's judge prompt file, taken as is ---------------------------
+
+JUDGE_TEMPLATE_FIELDS = ("problem", "human_solution", "solution", "solution_verification", "human_ground_truth")
+JUDGE_TEMPLATE_REQUIRED = ("solution_verification", "human_ground_truth")
+_JUDGE_SLOT = re.compile(r"\{(" + "|".join(JUDGE_TEMPLATE_FIELDS) + r")\}")
+
+
+def check_judge_template(template: str, where: str) -> None:
+    """Raise ValueError naming `where` unless the judge prompt file has the placeholders it needs.
+
+    A judge prompt file in the release's format (`meta_verification_v3_w_gt.md`) is one user
+    message with these placeholders, each replaced once (a single pass, so text put in is never
+    expanded again); every other brace is literal, written as is (LaTeX needs no escaping):
+    `{problem}`; `{human_solution}` (the reference solution, or `None`); `{solution}` (the stepped
+    proof, `<step{i}> ... </step{i}>`); `{solution_verification}` (the verifier's `<assessment>` and
+    `<errors>`); `{human_ground_truth}` (`<reviewer_comment>`, `<first_fatal_error_step>`,
+    `<recoverable_error_steps>`). The last two are required.
+    """
+    names = set(_JUDGE_SLOT.findall(template))
+    missing = [f for f in JUDGE_TEMPLATE_REQUIRED if f not in names]
+    if missing:
+        raise ValueError(f"{where}: a judge prompt file needs the placeholders "
+                         f"{', '.join('{' + f + '}' for f in JUDGE_TEMPLATE_REQUIRED)}; missing "
+                         f"{', '.join('{' + f + '}' for f in missing)} (it may also use {{problem}}, {{human_solution}}, "
+                         "{solution}); use the release's prompts/meta_verification_v3_w_gt.md as a model")
+
+
+def judge_template_messages(template: str, problem: str, steps: list[str], verdict: Verdict,
+                            annotation: Annotation, reference_solution: str | None = None) -> list[dict[str, str]]:
+    """One user message from a release-format judge prompt file (see `check_judge_template`).
+
+    The blocks are laid out as the release lays them out; everything that came from a proof or a
+    model is neutralised, as in our own judge prompt.
+    """
+    from proofcheck.protocol import release_proof_block
+
+    gt = (f"<reviewer_comment>\n\n{neutralise(annotation.reviewer_comment)}\n\n</reviewer_comment>\n\n"
+          f"<first_fatal_error_step>\n\n{annotation.first_fatal_error_step}\n\n</first_fatal_error_step>\n\n"
+          f"<recoverable_error_steps>\n\n{list(annotation.recoverable_error_steps)}\n\n</recoverable_error_steps>")
+    analysis = (f"<assessment>\n\n{neutralise(verdict.assessment.strip())}\n\n</assessment>\n\n"
+                f"<errors>\n\n{neutralise(verdict.errors.strip())}\n\n</errors>")
+    ref = neutralise(reference_solution.strip()) if reference_solution and reference_solution.strip() else "None"
+    values = {"problem": neutralise(problem), "human_solution": ref, "solution": release_proof_block(steps),
+              "solution_verification": analysis, "human_ground_truth": gt}
+    return [{"role": "user", "content": _JUDGE_SLOT.sub(lambda m: values[m.group(1)], template)}]

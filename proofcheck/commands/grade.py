@@ -36,6 +36,10 @@ def register(sub: Any) -> None:
                    help="level scores: training 1/0.5/0.25/0, benchmark (AMB metric) 1/0.75/0.5/0")
     p.add_argument("--judge-endpoint", default=None, help="OpenAI-compatible base URL of the judge, ending in /v1")
     p.add_argument("--judge-model", default=None, help="model name the judge endpoint serves")
+    p.add_argument("--judge-prompt-file", default=None,
+                   help="judge prompt file in the AdvancedMathBench release's format, used as is (e.g. its "
+                        "prompts/meta_verification_v3_w_gt.md): one user message with {problem}, {human_solution} "
+                        "(here None), {solution}, {solution_verification}, {human_ground_truth}; default: our prompt")
     p.add_argument("--judge-api-key-env", default=None, help="environment variable holding the judge's API key")
     p.add_argument("--concurrency", type=int, default=8, help="judge requests in flight at most")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per judge request")
@@ -56,13 +60,29 @@ def _build_grader(args: argparse.Namespace) -> Any:
         raise ValueError(f"--mode {mode} needs a judge: pass --judge-endpoint URL and --judge-model NAME")
     if args.judge_endpoint and not args.judge_model:
         raise ValueError("--judge-endpoint needs --judge-model (the name the endpoint serves)")
-    judge = None
+    judge, template = None, None
+    if args.judge_prompt_file:
+        if not args.judge_endpoint:
+            raise ValueError("--judge-prompt-file needs a judge: pass --judge-endpoint URL and --judge-model NAME")
+        template = read_judge_template(args.judge_prompt_file)
     if mode != "structural":
         judge = JudgeConfig(endpoint=args.judge_endpoint, model=args.judge_model,
                             api_key_env=args.judge_api_key_env, concurrency=args.concurrency,
                             timeout_s=args.timeout, max_retries=args.max_retries,
                             max_tokens=args.max_tokens, cache_dir=args.cache_dir)
-    return Grader(mode, args.scale, judge)
+    return Grader(mode, args.scale, judge, template)
+
+
+def read_judge_template(path: str) -> str:
+    """The text of a release-format judge prompt file, checked (ValueError naming the file)."""
+    from proofcheck.reward.judge import check_judge_template
+
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise ValueError(f"--judge-prompt-file {path}: cannot read it ({e.strerror})") from e
+    check_judge_template(text, path)
+    return text
 
 
 def _print_summary(summary: dict[str, Any], mode: str) -> None:

@@ -56,6 +56,9 @@ def register(sub: Any) -> None:
                    "release's VerifierBench does not; off by default)")
     v.add_argument("--judge-endpoint", help="OpenAI-compatible endpoint of the meta-verifier judge (enables meta metrics)")
     v.add_argument("--judge-model", help="judge model name at --judge-endpoint")
+    v.add_argument("--judge-prompt-file", help="judge prompt file in the AdvancedMathBench release's format, used "
+                   "as is (its prompts/meta_verification_v3_w_gt.md); placeholders {problem}, {human_solution}, "
+                   "{solution}, {solution_verification}, {human_ground_truth}; its hash is kept in the manifest")
     v.add_argument("--judge-cache-dir", default=None, help="judge answer cache (default: <out>/judge-cache)")
     _add_verifier_args(v)
     v.set_defaults(handler=_verifier)
@@ -151,19 +154,27 @@ def _verifier(args: argparse.Namespace) -> int:
     if bool(args.judge_endpoint) != bool(args.judge_model):
         return fail("--judge-endpoint and --judge-model go together")
     from proofcheck.bench.scoring import score_verifier
+    from proofcheck.commands.grade import read_judge_template
     from proofcheck.data.loaders import DataError
     from proofcheck.http_errors import EndpointStop
+    from proofcheck.protocol import prompt_sha256
     from proofcheck.rundir import RunDirError
 
+    if args.judge_prompt_file and not args.judge_endpoint:
+        return fail("--judge-prompt-file needs a judge: pass --judge-endpoint URL and --judge-model NAME")
     try:
+        judge_template = read_judge_template(args.judge_prompt_file) if args.judge_prompt_file else None
         template, phash = _template(args)
         verifier, verifier_id = _make_verifier(args, template)
         from proofcheck.bench.meta import make_trial_grader
 
         # meta levels always: structural without a judge, hybrid min(structural, judge) with one
         grader = make_trial_grader(args.judge_endpoint, args.judge_model,
-                                   args.judge_cache_dir or f"{args.out}/judge-cache")
+                                   args.judge_cache_dir or f"{args.out}/judge-cache", judge_template=judge_template,
+                                   with_reference=args.with_reference)
         judge_id = f"hybrid:{args.judge_model}@{args.judge_endpoint}" if args.judge_endpoint else "structural"
+        if judge_template is not None:  # a resume refuses another judge prompt
+            judge_id += f" prompt_sha256:{prompt_sha256(judge_template)}"
         summary = score_verifier(args.data, verifier, verifier_id, args.out, repeats=args.repeats,
                                  grader=grader, judge_id=judge_id,
                                  concurrency=args.concurrency, resume=args.resume, max_tokens=args.max_tokens,
