@@ -134,13 +134,15 @@ class RemoteEngine:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 600.0,
                  connect_timeout_s: float = 10.0, retry: RetryPolicy | None = None, max_connections: int = 256,
-                 answer_regex: str | None = None):
+                 answer_regex: str | None = None, chat_template_kwargs: dict[str, Any] | None = None):
         import httpx
 
         self.base_url = endpoint_root(base_url) + "/v1"  # accepts the server root or its /v1 base
         self.model = model
         self.retry = retry or RetryPolicy()
         self.answer_regex = answer_regex  # vLLM structured outputs on every pass (protocol.answer_regex)
+        # the chat template's switches (e.g. Qwen3's enable_thinking), sent as vLLM's `chat_template_kwargs`
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
             headers=headers, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
@@ -166,6 +168,8 @@ class RemoteEngine:
                     "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
             if self.answer_regex:
                 body["structured_outputs"] = {"regex": self.answer_regex}  # vLLM's extension of the API
+            if self.chat_template_kwargs:
+                body["chat_template_kwargs"] = self.chat_template_kwargs  # vLLM's extension of the API
             if seed is not None:
                 body["seed"] = seed + attempt * n  # fresh samples on retry, still reproducible
             try:

@@ -26,7 +26,7 @@ class InProcessEngine:
 
     def __init__(self, model: str, *, lora: tuple[str, str] | None = None, seed: int = 0,
                  max_model_len: int = 4096, served_name: str | None = None, answer_regex: str | None = None,
-                 **engine_args: Any):
+                 chat_template_kwargs: dict[str, Any] | None = None, **engine_args: Any):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -35,6 +35,8 @@ class InProcessEngine:
         self.served_name = served_name or model
         self.lora = lora
         self.answer_regex = answer_regex  # vLLM structured outputs on every pass (protocol.answer_regex)
+        # e.g. {"enable_thinking": True} for Qwen3: the template's switches, set explicitly
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.engine = AsyncLLM.from_engine_args(
             AsyncEngineArgs(model=model, max_model_len=max_model_len, seed=seed, **kwargs))
         self.tokenizer = self.engine.get_tokenizer()
@@ -59,7 +61,8 @@ class InProcessEngine:
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of the chat-templated conversation, ready for the assistant's turn."""
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                  **self.chat_template_kwargs)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     async def sample(self, messages: list[dict[str, str]], n: int, *, temperature: float = 1.0,

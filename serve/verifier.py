@@ -202,7 +202,7 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
                   temperature: float = 1.0, max_tokens: int = 1024, timeout_s: float = 600.0,
                   retry: RetryPolicy | None = None, lora: tuple[str, str] | None = None,
                   prompt_template: str | None = None, answer_regex: str | None = None,
-                  **engine_args: Any) -> Verifier | ServiceVerifier:
+                  chat_template_kwargs: dict[str, Any] | None = None, **engine_args: Any) -> Verifier | ServiceVerifier:
     """The one entry point: a verifier over our service, a vLLM server, or an in-process engine.
 
     - `endpoint` is our service (detected by `GET /health`, or `kind="service"`): `model` picks
@@ -214,14 +214,17 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     `prompt_template` (a release-format verifier prompt file's text) replaces our prompt; our
     service builds its own prompt, so it cannot take one. `answer_regex` constrains every pass with
     vLLM structured outputs (`proofcheck.protocol.answer_regex`); a service applies the one it was
-    started with (`proofcheck serve --constrain-format`).
+    started with (`proofcheck serve --constrain-format`). `chat_template_kwargs` sets the chat
+    template's switches (Qwen3: `{"enable_thinking": True}`) on every prompt; a service applies the
+    ones it was started with (`proofcheck serve --chat-template-kwargs`).
     """
     if endpoint is None:
         if not model:
             raise ValueError("make_verifier needs endpoint=URL or model=PATH")
         from proofcheck.serve.inprocess import InProcessEngine
 
-        return Verifier(InProcessEngine(model, lora=lora, answer_regex=answer_regex, **engine_args), passes=passes,
+        return Verifier(InProcessEngine(model, lora=lora, answer_regex=answer_regex,
+                                        chat_template_kwargs=chat_template_kwargs, **engine_args), passes=passes,
                         rule=rule,
                         temperature=temperature, max_tokens=max_tokens, prompt_template=prompt_template)
     if kind == "auto":
@@ -232,11 +235,14 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
                              "point --endpoint at the vLLM server itself to use a prompt file")
         if answer_regex is not None:
             raise ValueError(f"{endpoint} is a proofcheck service: start it with --constrain-format instead")
+        if chat_template_kwargs:
+            raise ValueError(f"{endpoint} is a proofcheck service: start it with --chat-template-kwargs instead")
         return ServiceVerifier(endpoint_root(endpoint), api_key=api_key, timeout_s=timeout_s, retry=retry,
                                passes=passes, rule=rule, model=model)
     if kind != "vllm":
         raise ValueError(f"kind: expected auto, service or vllm, got {kind!r}")
     name = model or first_model(endpoint, api_key=api_key)
-    engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry, answer_regex=answer_regex)
+    engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry, answer_regex=answer_regex,
+                          chat_template_kwargs=chat_template_kwargs)
     return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens,
                     prompt_template=prompt_template)

@@ -61,16 +61,19 @@ def grade_row(row: dict, passes: list[tuple[str, str]]) -> dict:
 
 
 def verify_rows_vllm(llm: Any, tokenizer: Any, rows: list[dict], *, passes: int, max_new_tokens: int,
-                     temperature: float, seed: int, answer_regex: str | None = None) -> list[dict]:
+                     temperature: float, seed: int, answer_regex: str | None = None,
+                     chat_template_kwargs: dict[str, Any] | None = None) -> list[dict]:
     """k passes per row from a vLLM `LLM` (one n=k request per row, all rows in one batch), graded.
 
-    `answer_regex` (`proofcheck.protocol.answer_regex`) constrains every pass with structured outputs.
+    `answer_regex` (`proofcheck.protocol.answer_regex`) constrains every pass with structured outputs;
+    `chat_template_kwargs` are the template's switches, as in training (see `template_kwargs`).
     """
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
     prompts = [{"prompt_token_ids": tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True,
-                                                                  tokenize=True, return_dict=True)["input_ids"]}
+                                                                  tokenize=True, return_dict=True,
+                                                                  **(chat_template_kwargs or {}))["input_ids"]}
                for r in rows]
     structured = StructuredOutputsParams(regex=answer_regex) if answer_regex else None
     params = [SamplingParams(n=passes, temperature=temperature, top_p=1.0, top_k=0, max_tokens=max_new_tokens,
@@ -80,7 +83,8 @@ def verify_rows_vllm(llm: Any, tokenizer: Any, rows: list[dict], *, passes: int,
 
 
 def verify_rows(model: Any, tokenizer: Any, rows: list[dict], *, passes: int, max_new_tokens: int,
-                temperature: float, batch_size: int, seed: int) -> list[dict]:
+                temperature: float, batch_size: int, seed: int,
+                chat_template_kwargs: dict[str, Any] | None = None) -> list[dict]:
     """Generate k passes for each row with `model.generate` and grade them (one dict per row)."""
     import torch
 
@@ -97,8 +101,8 @@ def verify_rows(model: Any, tokenizer: Any, rows: list[dict], *, passes: int, ma
             torch.manual_seed(seed)
             for start in range(0, len(rows), batch_size):
                 batch = rows[start:start + batch_size]
-                texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True)
-                         for r in batch]
+                texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True,
+                                                       **(chat_template_kwargs or {})) for r in batch]
                 enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
                 out = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
                                      num_return_sequences=passes, max_new_tokens=max_new_tokens,
@@ -178,6 +182,16 @@ def eval_metrics(results: list[dict]) -> dict[str, float | None]:
     }
 
 
+# --- the chat template's switches (issue 16): evaluation renders prompts as training does ---
+def template_kwargs(trainer: Any) -> dict[str, Any]:
+    """GRPOConfig's `chat_template_kwargs` (e.g. Qwen3's `{"enable_thinking": true}`), which TRL
+    applies to every training prompt: the held-out evaluation uses the same, so a thinking
+    verifier is evaluated thinking, with `eval_max_new_tokens` as its budget."""
+    kwargs = getattr(trainer, "chat_template_kwargs", None) or getattr(trainer.args, "chat_template_kwargs", None)
+    return dict(kwargs) if isinstance(kwargs, dict) else {}
+# --- end: chat template switches ---
+
+
 def colocated_llm(trainer: Any) -> Any:
     """The trainer's colocated vLLM `LLM`, or None (no vLLM, or server mode)."""
     if not trainer.args.use_vllm or trainer.args.vllm_mode != "colocate":
@@ -230,12 +244,13 @@ class VerifierEvalCallback(TrainerCallback):
                     trainer._last_loaded_step = trainer.state.global_step
                 local = verify_rows_vllm(llm, trainer.processing_class, mine, passes=self.passes,
                                          max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=seed,
-                                         answer_regex=self.answer_regex)
+                                         answer_regex=self.answer_regex, chat_template_kwargs=template_kwargs(trainer))
             else:
                 with unwrap_model_for_generation(trainer.model_wrapped, acc) as model:
                     local = verify_rows(model, trainer.processing_class, mine, passes=self.passes,
                                         max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                        batch_size=self.batch_size, seed=seed)
+                                        batch_size=self.batch_size, seed=seed,
+                                        chat_template_kwargs=template_kwargs(trainer))
             if acc.num_processes > 1:
                 from accelerate.utils import gather_object
 

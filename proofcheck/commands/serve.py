@@ -21,6 +21,28 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
                    help="decision rule: unanimous = accept iff all k passes are valid accepts")
     p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per pass")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the passes")
+    add_chat_template_kwargs(p)
+
+
+def add_chat_template_kwargs(p: argparse.ArgumentParser) -> None:
+    """`--chat-template-kwargs JSON`: the chat template's switches, set explicitly on every prompt."""
+    p.add_argument("--chat-template-kwargs", type=chat_template_kwargs, metavar="JSON",
+                   help="keyword arguments for the model's chat template, a JSON object, e.g. "
+                        "'{\"enable_thinking\": true}' for Qwen3 (a thinking verifier then needs --max-tokens "
+                        "large enough to finish thinking: a pass cut at the cap is invalid)")
+
+
+def chat_template_kwargs(value: str) -> dict[str, Any]:
+    """Parse `--chat-template-kwargs` (argparse type): a JSON object, or an error that shows one."""
+    import json
+
+    try:
+        out = json.loads(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e}); give an object, e.g. '{{\"enable_thinking\": false}}'") from e
+    if not isinstance(out, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"enable_thinking\": false}}', got {value!r}")
+    return out
 
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -128,7 +150,8 @@ def _serve(args: argparse.Namespace) -> int:
                           host=args.host, port=args.port, api_key=_key(args.api_key_env, "--api-key-env"),
                           max_queue=args.max_queue, max_proof_chars=args.max_proof_chars,
                           drain_timeout_s=args.drain_timeout, engine_args=_engine_args(args),
-                          log_level=args.log_level, answer_regex=_answer_regex(args.constrain_format))
+                          log_level=args.log_level, answer_regex=_answer_regex(args.constrain_format),
+                          chat_template_kwargs=args.chat_template_kwargs or {})
     except ValueError as e:
         return fail(str(e))
     run_server(cfg)
@@ -170,7 +193,8 @@ def _verify(args: argparse.Namespace) -> int:
     async def run() -> Any:
         verifier = make_verifier(endpoint=args.endpoint, model=args.endpoint_model if args.endpoint else args.model,
                                  api_key=api_key, passes=args.passes, rule=args.rule, temperature=args.temperature,
-                                 max_tokens=args.max_tokens, lora=_lora(args.lora))
+                                 max_tokens=args.max_tokens, lora=_lora(args.lora),
+                                 chat_template_kwargs=args.chat_template_kwargs)
         try:
             return await verifier.verify(problem or "", steps, reference, all_passes=args.all_passes, seed=args.seed)
         finally:

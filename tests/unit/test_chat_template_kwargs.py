@@ -1,0 +1,63 @@
+"""The chat template's switches (Qwen3 `enable_thinking`) reach every prompt: CLI, remote engine, eval."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from scripted_server import Reply, ScriptedServer
+
+from proofcheck.commands.serve import chat_template_kwargs
+from proofcheck.serve.engines import RemoteEngine
+from proofcheck.serve.verifier import make_verifier
+
+VERDICT = "<assessment>ok</assessment>\n<errors>None</errors>\n<first_error_step>-1</first_error_step>"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"enable_thinking": true}', {"enable_thinking": True}),
+    ('{"enable_thinking": false, "x": 1}', {"enable_thinking": False, "x": 1}),
+    ("{}", {}),
+])
+def test_cli_value_parses_a_json_object(text: str, expected: dict) -> None:
+    assert chat_template_kwargs(text) == expected
+
+
+@pytest.mark.parametrize("text", ["enable_thinking=true", "[1]", '"on"', "{'a': 1}"])
+def test_cli_value_rejects_anything_else_with_an_example(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="enable_thinking"):
+        chat_template_kwargs(text)
+
+
+@pytest.mark.parametrize("kwargs, sent", [({"enable_thinking": False}, {"enable_thinking": False}), (None, None)])
+def test_remote_engine_sends_them_as_vllm_chat_template_kwargs(kwargs: dict | None, sent: dict | None) -> None:
+    with ScriptedServer(lambda req, i: Reply([VERDICT] * int(req.get("n") or 1))) as srv:
+        async def run() -> None:
+            engine = RemoteEngine(srv.url, "scripted", chat_template_kwargs=kwargs)
+            try:
+                await engine.sample([{"role": "user", "content": "hi"}], 2, temperature=1.0, max_tokens=8, seed=0)
+            finally:
+                await engine.aclose()
+
+        asyncio.run(run())
+        assert srv.calls and srv.calls[0].get("chat_template_kwargs") == sent
+
+
+def test_a_proofcheck_service_takes_them_at_start_not_per_client() -> None:
+    with pytest.raises(ValueError, match="--chat-template-kwargs"):
+        make_verifier(endpoint="http://127.0.0.1:9", kind="service", chat_template_kwargs={"enable_thinking": True})
+
+
+@pytest.mark.parametrize("trainer_kwargs, args_kwargs, expected", [
+    ({"enable_thinking": True}, None, {"enable_thinking": True}),  # TRL's parsed attribute
+    (None, {"enable_thinking": False}, {"enable_thinking": False}),  # GRPOConfig field only
+    (None, None, {}),
+])
+def test_evaluation_uses_the_training_template_switches(trainer_kwargs: dict | None, args_kwargs: dict | None,
+                                                        expected: dict) -> None:
+    from proofcheck.train.callbacks import template_kwargs
+
+    trainer = SimpleNamespace(chat_template_kwargs=trainer_kwargs, args=SimpleNamespace(chat_template_kwargs=args_kwargs))
+    assert template_kwargs(trainer) == expected
