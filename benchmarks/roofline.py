@@ -112,53 +112,77 @@ def train_flops_per_token(shape: Shape, context: float, backprop_layers: int | N
     return fwd + bwd_factor * n_back * per_layer + (bwd_factor if weight_grads else 1) * head
 
 
-def measure_bandwidth(mib: int = 1024, repeats: int = 5, threads: int = 2) -> float:
+def _best_time(fn: Any, repeats: int, device: str) -> float:
+    """Fastest of `repeats` timed calls of `fn` (CUDA work synchronised before the clock stops)."""
+    import torch
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    fn()  # warm-up: page faults, kernel selection
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_bandwidth(mib: int = 1024, repeats: int = 5, threads: int = 2, device: str = "cpu") -> float:
     """Bytes/s of a copy between two preallocated float32 arrays (read + write counted)."""
     import torch
 
     torch.set_num_threads(threads)
     n = mib * 2**20 // 4
-    src = torch.ones(n, dtype=torch.float32)
+    src = torch.ones(n, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    dst.copy_(src)  # touch every page before timing
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        dst.copy_(src)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n * 4 / best
+    return 2 * n * 4 / _best_time(lambda: dst.copy_(src), repeats, device)
 
 
-def measure_matmul(dtype: str, n: int = 2048, repeats: int = 5, threads: int = 2) -> float:
+def measure_matmul(dtype: str, n: int = 2048, repeats: int = 5, threads: int = 2, device: str = "cpu") -> float:
     """FLOP/s of an n x n `torch.mm` in `dtype` ("bfloat16" / "float32"), best of `repeats`."""
     import torch
 
     torch.set_num_threads(threads)
-    a = torch.randn(n, n).to(getattr(torch, dtype))
-    b = torch.randn(n, n).to(getattr(torch, dtype))
-    torch.mm(a, b)  # warm-up (kernel selection, page faults)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best
+    a = torch.randn(n, n, device=device).to(getattr(torch, dtype))
+    b = torch.randn(n, n, device=device).to(getattr(torch, dtype))
+    return 2 * n**3 / _best_time(lambda: torch.mm(a, b), repeats, device)
 
 
-def measure_machine(threads: int = 2, quick: bool = False) -> dict[str, float]:
-    """Bandwidth (bytes/s) and bf16 / fp32 matmul peaks (FLOP/s) of this machine, now."""
+def measure_machine(threads: int = 2, quick: bool = False, device: str = "cpu") -> dict[str, Any]:
+    """Bandwidth (bytes/s) and bf16 / fp32 matmul peaks (FLOP/s) of this machine (or GPU), now.
+
+    On a GPU the copy is 4 GiB and the matmul 8192x8192 (a 2048 matmul does not fill an H200)."""
     reps = 3 if quick else 7
-    return {"bandwidth_B_s": measure_bandwidth(512 if quick else 1024, reps, threads),
-            "matmul_bf16_flop_s": measure_matmul("bfloat16", repeats=reps, threads=threads),
-            "matmul_fp32_flop_s": measure_matmul("float32", repeats=reps, threads=threads),
-            "threads": threads}
+    gpu = device.startswith("cuda")
+    mib, n = (4096, 8192) if gpu else (512 if quick else 1024, 2048)
+    out = {"bandwidth_B_s": measure_bandwidth(mib, reps, threads, device),
+           "matmul_bf16_flop_s": measure_matmul("bfloat16", n, reps, threads, device),
+           "matmul_fp32_flop_s": measure_matmul("float32", n, reps, threads, device),
+           "threads": threads, "device": device, "matmul_n": n}
+    if gpu:  # hand the cached blocks back: a vLLM engine started next sizes itself from the free memory
+        import torch
+
+        torch.cuda.empty_cache()
+    return out
+
+
+def current_device() -> str:
+    """"cuda" when torch sees a GPU, else "cpu" (what the serving and training benchmarks run on)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def machine_rows(m: dict[str, float]) -> list[str]:
     """Markdown rows for the measured machine."""
-    return [f"| memory bandwidth (copy, read+write, {m['threads']} threads) | {m['bandwidth_B_s'] / 1e9:.1f} GB/s |",
-            f"| bf16 matmul 2048x2048 | {m['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s |",
-            f"| fp32 matmul 2048x2048 | {m['matmul_fp32_flop_s'] / 1e9:.0f} GFLOP/s |"]
+    n, where = m["matmul_n"], "GPU" if m["device"].startswith("cuda") else f"{m['threads']} threads"
+    return [f"| memory bandwidth (copy, read+write, {where}) | {m['bandwidth_B_s'] / 1e9:.1f} GB/s |",
+            f"| bf16 matmul {n}x{n} | {m['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s |",
+            f"| fp32 matmul {n}x{n} | {m['matmul_fp32_flop_s'] / 1e9:.0f} GFLOP/s |"]
 
 
 def main() -> int:

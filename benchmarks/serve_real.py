@@ -50,7 +50,7 @@ def engine_stage(model: str, n_proofs: int, max_tokens: int) -> dict[str, Any]:
     from proofcheck.serve.engine_args import engine_kwargs
 
     convs = [verifier_messages(t["problem"], t["steps"]) for t in tasks_for(n_proofs)]
-    llm = LLM(model=model, dtype="bfloat16", seed=0, **engine_kwargs(max_model_len=4096))
+    llm = LLM(model=model, dtype="bfloat16", seed=0, max_model_len=4096, **engine_kwargs(max_model_len=4096))
 
     def run(tokens: int, ignore_eos: bool = False) -> tuple[float, list[Any]]:
         params = [SamplingParams(n=PASSES, temperature=1.0, max_tokens=tokens, seed=j * 100, ignore_eos=ignore_eos)
@@ -130,7 +130,7 @@ def run_engine_child(model: str, n_proofs: int, max_tokens: int) -> dict[str, An
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def serve_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int) -> dict[str, Any]:
+def serve_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int, naive_proofs: int) -> dict[str, Any]:
     """(b)-(e) on one vLLM OpenAI server with `proofcheck serve --endpoint` in front of it."""
     from serve_unanimity import run_mode, start_vllm
 
@@ -148,7 +148,7 @@ def serve_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int) ->
         service = f"http://127.0.0.1:{port}"
         out = {"b": asyncio.run(service_mode(service, tasks, max_tokens, all_passes=True)),
                "d": asyncio.run(service_mode(service, tasks, max_tokens, all_passes=False)),
-               "c": asyncio.run(naive_loop(url, tasks, max_tokens))}
+               "c": asyncio.run(naive_loop(url, tasks[:naive_proofs], max_tokens))}
         e = []
         for r in range(repeats):  # alternate the order so drift in the machine's load hits both
             order = ("a", "b") if r % 2 == 0 else ("b", "a")
@@ -170,6 +170,8 @@ def main() -> int:
     ap.add_argument("--proofs", type=int, help="proofs per mode (default 16, quick 4)")
     ap.add_argument("--max-tokens", type=int, help="max tokens per pass (default 256, quick 64)")
     ap.add_argument("--repeats", type=int, help="(e) repeats (default 5, quick 3)")
+    ap.add_argument("--naive-proofs", type=int, help="(c) runs on the first N proofs only (a rate per proof; "
+                    "default all): one pass at a time is slow")
     ap.add_argument("--stage", choices=("all", "engine"), default="all", help=argparse.SUPPRESS)
     args = ap.parse_args()
     n_proofs = args.proofs or (4 if args.quick else 16)
@@ -180,20 +182,25 @@ def main() -> int:
         return 0
 
     from _figures import emit, real_model
-    from roofline import SMOLLM2_135M, decode_roofline, measure_machine
+    from roofline import SMOLLM2_135M, Shape, current_device, decode_roofline, measure_machine
+    from transformers import AutoConfig
 
     model = str(real_model(args.model))
-    machine = measure_machine(threads=2, quick=args.quick)
+    shape = Shape.from_config(AutoConfig.from_pretrained(model))
+    device = current_device()
+    machine = measure_machine(threads=2, quick=args.quick, device=device)
+    name = (f"SmolLM2-135M-Instruct ({shape.params / 1e6:.1f} M params)" if shape == SMOLLM2_135M
+            else f"{Path(model).name} ({shape.params / 1e9:.2f} B params)")
     a = run_engine_child(model, n_proofs, max_tokens)
     tasks = tasks_for(n_proofs)
-    s = serve_stage(model, tasks, max_tokens, repeats)
+    s = serve_stage(model, tasks, max_tokens, repeats, min(args.naive_proofs or n_proofs, n_proofs))
     b, c, d, e = s["b"], s["c"], s["d"], s["e"]
     vps = {k: r["n"] / r["wall_s"] for k, r in (("a", a), ("b", b), ("c", c), ("d", d))}
     context = a["prompt_tokens_mean"] + max_tokens / 2
-    roof = decode_roofline(SMOLLM2_135M, a["batch"], context, machine["bandwidth_B_s"], machine["matmul_bf16_flop_s"])
+    roof = decode_roofline(shape, a["batch"], context, machine["bandwidth_B_s"], machine["matmul_bf16_flop_s"])
     agree = sum(x == y for x, y in zip(b["decisions"], d["decisions"], strict=True)) / len(tasks)
     figures = {
-        "model": f"SmolLM2-135M-Instruct ({SMOLLM2_135M.params / 1e6:.1f} M params), bf16, vLLM-CPU",
+        "model": f"{name}, bf16, vLLM on {'GPU' if device == 'cuda' else 'CPU'}",
         "serve.proofs": n_proofs, "serve.passes": PASSES, "serve.max_tokens": max_tokens,
         "serve.engine_verifications_per_s": round(vps["a"], 4),
         "serve.service_verifications_per_s": round(vps["b"], 4),

@@ -52,15 +52,24 @@ def log_rows(stdout: str) -> list[dict[str, Any]]:
     return rows
 
 
+def recipe_lora_layers(recipe: Path) -> tuple[bool, int | None]:
+    """(use_peft, lora_layers) of a recipe YAML: how far the backward pass reaches."""
+    import yaml
+
+    cfg = yaml.safe_load(recipe.read_text()) or {}
+    return bool(cfg.get("use_peft")), cfg.get("lora_layers")
+
+
 def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, generations: int,
-                completion: int) -> dict[str, Any]:
-    """One short GRPO run; its step split, tokens per step and LoRA depth."""
-    cmd = [sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(RECIPE),
+                completion: int, recipe: Path = RECIPE, extra: list[str] | None = None) -> dict[str, Any]:
+    """One short GRPO run; its step split and tokens per step. `extra`: more recipe overrides."""
+    cmd = [sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(recipe),
            "--model_name_or_path", str(model), "--output_dir", str(out), "--max_steps", str(steps),
            "--eval_max_samples", "0", "--eval_at_start", "false", "--synthetic_count", str(max(4 * batch, 32)),
            "--per_device_train_batch_size", str(batch), "--num_generations", str(generations),
            "--max_completion_length", str(completion), "--save_merged", "false", "--save_adapter", "true",
-           "--use_vllm", "true" if use_vllm else "false", "--logging_steps", "1", "--disable_tqdm", "true"]
+           "--use_vllm", "true" if use_vllm else "false", "--logging_steps", "1", "--disable_tqdm", "true", "--report_to", "none",
+           *(extra or [])]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     if proc.returncode != 0:
         raise SystemExit(f"GRPO run ({'vLLM colocate' if use_vllm else 'HF generate'}) failed "
@@ -79,27 +88,35 @@ def main() -> int:
     ap.add_argument("--batch", type=int, help="completions per step (default 16, quick 8)")
     ap.add_argument("--generations", type=int, default=4, help="completions per prompt")
     ap.add_argument("--completion-length", type=int, help="max_completion_length (default 160, quick 64)")
+    ap.add_argument("--recipe", default=str(RECIPE), help="GRPO recipe YAML (default: the SmolLM2 CPU recipe)")
+    ap.add_argument("--train-arg", action="append", default=[], metavar="FLAG=VALUE",
+                    help="more recipe overrides, repeatable, e.g. --train-arg gradient_accumulation_steps=1 "
+                         "(a list: --train-arg 'mix_ratios=0.5 0.0 0.5')")
     args = ap.parse_args()
+    extra = [x for item in args.train_arg for x in (f"--{item.partition('=')[0]}", *item.partition("=")[2].split())]
     steps = args.steps or (3 if args.quick else 5)
     batch = args.batch or (8 if args.quick else 16)
     completion = args.completion_length or (64 if args.quick else 160)
-    from roofline import SMOLLM2_135M, measure_machine, train_flops_per_token
+    from roofline import Shape, current_device, measure_machine, train_flops_per_token
+    from transformers import AutoConfig
 
     model = real_model(args.model)
-    machine = measure_machine(threads=2, quick=args.quick)
+    recipe = Path(args.recipe)
+    shape = Shape.from_config(AutoConfig.from_pretrained(model))
+    machine = measure_machine(threads=2, quick=args.quick, device=current_device())
     work = Path(tempfile.mkdtemp(prefix="bench-train-real-"))
-    rows = {name: run_backend(model, work / name, use_vllm, steps, batch, args.generations, completion)
+    rows = {name: run_backend(model, work / name, use_vllm, steps, batch, args.generations, completion, recipe, extra)
             for name, use_vllm in (("hf", False), ("vllm", True))}
     hf, vl = rows["hf"]["split"], rows["vllm"]["split"]
     ratio = hf["generation"] / vl["generation"] if vl["generation"] else None
-    lora_layers = 10  # the recipe's lora_layers: the backward pass stops there
+    peft, lora_layers = recipe_lora_layers(recipe)  # LoRA on the top N layers: the backward pass stops there
     mfu: dict[str, float | None] = {}
     for name, r in rows.items():
         tok = r["tokens_per_step"]
         if tok and r["split"]["train"]:
             seq = tok / batch
-            flops = tok * train_flops_per_token(SMOLLM2_135M, seq / 2, backprop_layers=lora_layers,
-                                                weight_grads=False)
+            flops = tok * train_flops_per_token(shape, seq / 2, backprop_layers=lora_layers if peft else None,
+                                                weight_grads=not peft)
             mfu[name] = flops / r["split"]["train"] / machine["matmul_bf16_flop_s"]
         else:
             mfu[name] = None
@@ -108,7 +125,9 @@ def main() -> int:
           "train.tokens_per_step": rows["vllm"]["tokens_per_step"],
           "train.mfu_hf": round(mfu["hf"], 4) if mfu["hf"] is not None else None,
           "train.mfu_vllm": round(mfu["vllm"], 4) if mfu["vllm"] is not None else None})
-    print(f"\n### train_real: GRPO on SmolLM2-135M ({RECIPE.name}: LoRA top {lora_layers} layers, bf16 autocast); "
+    depth = ("full fine-tuning" if not peft else f"LoRA on the top {lora_layers} layers" if lora_layers
+             else "LoRA on every layer")
+    print(f"\n### train_real: GRPO on {model.name} ({shape.params / 1e6:.0f} M params; {recipe.name}: {depth}); "
           f"median of {steps - 1} steps after a warm-up; {batch} completions of <= {completion} tokens per step\n")
     print("| generation | generation s | weight sync s | reward s | log-probs+backward+optimizer s | total s "
           "| tokens/step | MFU of the optimisation part | generation vs vLLM |")
@@ -120,8 +139,8 @@ def main() -> int:
               f"| {s['total']:.2f} | {r['tokens_per_step'] or 'n/a'} | {m} "
               f"| {s['generation'] / vl['generation']:.2f}x |")
     print(f"\nMFU against the bf16 matmul peak measured now ({machine['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s, "
-          "2 threads); model FLOPs: forward 2/weight + attention, backward 1/weight through the LoRA layers "
-          "(activation gradients only).")
+          f"{machine['device']}); model FLOPs: forward 2/weight + attention, backward "
+          + ("1/weight through the LoRA layers (activation gradients only)." if peft else "4/weight (full)."))
     return 0
 
 
