@@ -16,6 +16,7 @@ from proofcheck.commands._common import (
     finish_run,
     print_json,
 )
+from proofcheck.commands.serve import add_chat_template_kwargs
 
 
 def _add_verifier_args(p: argparse.ArgumentParser) -> None:
@@ -31,6 +32,7 @@ def _add_verifier_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per verifier pass")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same passes on vLLM)")
     p.add_argument("--out", required=True, help="run folder: records.jsonl, summary.json, report.md, *.png")
+    add_chat_template_kwargs(p)  # e.g. Qwen3's thinking switch, set explicitly
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (same inputs and "
                    "prompt only); re-runs exactly the passes that got an endpoint error")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -85,17 +87,21 @@ def _print(summary: dict, args: argparse.Namespace, keys: tuple[str, ...], title
 
 def _make_verifier(args: argparse.Namespace, template: str | None) -> tuple[Any, str]:
     """The verifier the run uses, and the id recorded in its manifest (a resume must match it)."""
+    import json
     import os
 
     from proofcheck.serve.verifier import make_verifier
 
     key = api_key(args.api_key_env)
+    ctk = getattr(args, "chat_template_kwargs", None) or None
+    # the template's switches change every prompt: a resume must use the same ones
+    suffix = f" chat_template_kwargs:{json.dumps(ctk, sort_keys=True)}" if ctk else ""
     if args.endpoint:
         v = make_verifier(endpoint=args.endpoint, model=args.endpoint_model, api_key=key, max_tokens=args.max_tokens,
-                          prompt_template=template)
-        return v, f"{args.endpoint}#{args.endpoint_model or 'default'}"
-    return (make_verifier(model=args.model, max_tokens=args.max_tokens, prompt_template=template),
-            f"local:{os.path.abspath(args.model)}")
+                          prompt_template=template, chat_template_kwargs=ctk)
+        return v, f"{args.endpoint}#{args.endpoint_model or 'default'}{suffix}"
+    return (make_verifier(model=args.model, max_tokens=args.max_tokens, prompt_template=template,
+                          chat_template_kwargs=ctk), f"local:{os.path.abspath(args.model)}{suffix}")
 
 
 def _check(args: argparse.Namespace) -> str | None:

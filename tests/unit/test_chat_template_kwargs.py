@@ -61,3 +61,22 @@ def test_evaluation_uses_the_training_template_switches(trainer_kwargs: dict | N
 
     trainer = SimpleNamespace(chat_template_kwargs=trainer_kwargs, args=SimpleNamespace(chat_template_kwargs=args_kwargs))
     assert template_kwargs(trainer) == expected
+
+
+def test_score_verifier_sends_them_on_every_pass_and_records_them_for_resume(tmp_path) -> None:
+    import json
+
+    from proofcheck.cli import main
+    from proofcheck.data.loaders import SAMPLES_DIR
+
+    data = tmp_path / "two.jsonl"
+    data.write_text("".join((SAMPLES_DIR / "annotated.jsonl").read_text().splitlines(keepends=True)[:2]))
+    with ScriptedServer(lambda req, i: Reply([VERDICT] * int(req.get("n") or 1))) as srv:
+        rc = main(["score", "verifier", "--data", str(data), "--endpoint", srv.url, "--endpoint-model", "scripted",
+                   "--repeats", "1", "--out", str(tmp_path / "run"), "--chat-template-kwargs",
+                   '{"enable_thinking": false}'])
+        calls = [c for c in srv.calls if "messages" in c]
+    assert rc == 0
+    assert calls and all(c.get("chat_template_kwargs") == {"enable_thinking": False} for c in calls)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert "enable_thinking" in json.dumps(manifest)
