@@ -76,6 +76,7 @@ def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, 
                          f"({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
     summary = json.loads((out / "run_summary.json").read_text())
     seen = [r["num_tokens"] for r in log_rows(proc.stdout) if isinstance(r.get("num_tokens"), float)]
+    # transformers prints floats to 4 significant digits: per-step differences are good to ~0.1%
     per_step = [b - a for a, b in zip(seen, seen[1:], strict=False)] or seen[:1]
     return {"split": summary["step_split_s"], "tokens_per_step": statistics.median(per_step) if per_step else None}
 
@@ -128,15 +129,16 @@ def main() -> int:
     depth = ("full fine-tuning" if not peft else f"LoRA on the top {lora_layers} layers" if lora_layers
              else "LoRA on every layer")
     print(f"\n### train_real: GRPO on {model.name} ({shape.params / 1e6:.0f} M params; {recipe.name}: {depth}); "
-          f"median of {steps - 1} steps after a warm-up; {batch} completions of <= {completion} tokens per step\n")
+          f"median of {max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens per step\n")
     print("| generation | generation s | weight sync s | reward s | log-probs+backward+optimizer s | total s "
           "| tokens/step | MFU of the optimisation part | generation vs vLLM |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, label in (("hf", "HF generate (baseline)"), ("vllm", "vLLM colocate")):
         s, r = rows[name]["split"], rows[name]
         m = f"{mfu[name]:.3f}" if mfu[name] is not None else "n/a"
+        tok = f"{r['tokens_per_step']:.0f}" if r["tokens_per_step"] else "n/a"
         print(f"| {label} | {s['generation']:.2f} | {s['weight_sync']:.2f} | {s['reward']:.3f} | {s['train']:.2f} "
-              f"| {s['total']:.2f} | {r['tokens_per_step'] or 'n/a'} | {m} "
+              f"| {s['total']:.2f} | {tok} | {m} "
               f"| {s['generation'] / vl['generation']:.2f}x |")
     print(f"\nMFU against the bf16 matmul peak measured now ({machine['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s, "
           f"{machine['device']}); model FLOPs: forward 2/weight + attention, backward "
