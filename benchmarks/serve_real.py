@@ -4,14 +4,17 @@ One workload in every mode: P synthetic proofs (half valid, half flawed: `balanc
 k=8 passes at temperature 1.0, the same fixed max tokens, no reference solution in the prompt
 (as VerifierBench runs), proof j seeded j*100. Modes:
   (a) the raw vLLM engine in-process (`vllm.LLM.chat`, n=8 per proof, all proofs at once): the ceiling;
-  (b) `proofcheck serve --endpoint` (fronting a vLLM OpenAI server) over HTTP, one concurrent
-      client per proof, all passes: verifications/s as a share of (a) (goal >= 0.9);
-  (c) a naive loop as the reference release's scripts call an endpoint: one pass per request
-      (`/v1/chat/completions`, n=1, not streamed), one proof at a time: (b) / (c) (goal >= 15x);
+  (b) `proofcheck serve --model` (the same vLLM engine, in-process in the service) over HTTP, one
+      concurrent client per proof, all passes: verifications/s as a share of (a) (goal >= 0.9);
+  (c) a naive loop: one pass per request (passes=1), one proof at a time, as the reference
+      release's scripts call an endpoint: (b) / (c) (goal >= 15x);
   (d) (b) with early reject (the service's default): tokens generated / all passes' tokens
       (goal <= 0.7) and the share of proofs whose decision equals (b)'s on the same seeds (goal 1.0);
-  (e) one n=8 request vs eight n=1 requests per proof (prefix sharing) on the vLLM server,
+  (e) one passes=8 request (n=8, prefix shared) vs eight concurrent passes=1 requests per proof,
       verifications/s ratio, median and range over R repeats.
+With `--service endpoint` the service fronts a vLLM OpenAI server (`proofcheck serve --endpoint`)
+and (c) and (e) call that server directly (`/v1/chat/completions`, (c) not streamed), exactly as
+the release's scripts would.
 The decode rate of (a)'s batch (P x 8 sequences, fixed length: `ignore_eos`, prefill timed apart)
 is divided by the roofline of this machine measured in the same run (`roofline.py`).
 Stage (a) runs in a child process so its engine's memory is returned before the server starts.
@@ -71,17 +74,30 @@ def engine_stage(model: str, n_proofs: int, max_tokens: int) -> dict[str, Any]:
             "batch": sum(len(o.outputs) for o in fixed), "prompt_tokens_mean": statistics.fmean(prompt_tokens)}
 
 
-async def service_mode(url: str, tasks: list[dict], max_tokens: int, all_passes: bool) -> dict[str, Any]:
-    """(b)/(d): one concurrent client per proof against `proofcheck serve`."""
+async def _verify(http: Any, url: str, j: int, t: dict, max_tokens: int, all_passes: bool, passes: int = PASSES,
+                  seed_offset: int = 0) -> dict:
+    """One `POST /v1/verify` to our service; proof j is seeded j*100 (+ offset for a split pass)."""
+    r = await http.post(url + "/v1/verify", json={"problem": t["problem"], "steps": t["steps"], "passes": passes,
+                                                  "all_passes": all_passes, "seed": j * 100 + seed_offset,
+                                                  "max_tokens": max_tokens})
+    if r.status_code != 200:
+        raise RuntimeError(f"proofcheck serve answered {r.status_code}: {r.text[:300]}")
+    return r.json()
+
+
+async def service_mode(url: str, tasks: list[dict], max_tokens: int, all_passes: bool,
+                       split: bool = False) -> dict[str, Any]:
+    """(b)/(d): one concurrent client per proof against `proofcheck serve`; `split`: eight
+    concurrent passes=1 requests per proof instead of one passes=8 request ((e) in-process)."""
     import httpx
 
     async def one(http: httpx.AsyncClient, j: int, t: dict) -> dict:
-        r = await http.post(url + "/v1/verify", json={"problem": t["problem"], "steps": t["steps"], "passes": PASSES,
-                                                      "all_passes": all_passes, "seed": j * 100,
-                                                      "max_tokens": max_tokens})
-        if r.status_code != 200:
-            raise RuntimeError(f"proofcheck serve answered {r.status_code}: {r.text[:300]}")
-        return r.json()
+        if not split:
+            return await _verify(http, url, j, t, max_tokens, all_passes)
+        parts = await asyncio.gather(*(_verify(http, url, j, t, max_tokens, True, 1, i) for i in range(PASSES)))
+        return {"usage": {"completion_tokens": sum(p["usage"]["completion_tokens"] for p in parts)},
+                "decision": "reject" if any(p["decision"] == "reject" for p in parts) else "accept",
+                "votes": {k: sum(p["votes"][k] for p in parts) for k in ("error", "cancelled")}}
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(3600), limits=httpx.Limits(max_connections=256)) as http:
         await one(http, 0, tasks[0])  # warm-up, not timed
@@ -122,12 +138,56 @@ async def naive_loop(vllm_url: str, tasks: list[dict], max_tokens: int) -> dict[
     return {"wall_s": wall, "n": len(tasks), "tokens": tokens, "decisions": decisions}
 
 
+async def naive_service_loop(url: str, tasks: list[dict], max_tokens: int) -> dict[str, Any]:
+    """(c) through our service: one passes=1 request at a time, one proof at a time."""
+    import httpx
+
+    tokens, decisions = 0, []
+    async with httpx.AsyncClient(timeout=httpx.Timeout(3600)) as http:
+        t0 = time.perf_counter()
+        for j, t in enumerate(tasks):
+            parts = [await _verify(http, url, j, t, max_tokens, True, 1, i) for i in range(PASSES)]
+            tokens += sum(p["usage"]["completion_tokens"] for p in parts)
+            decisions.append("reject" if any(p["decision"] == "reject" for p in parts) else "accept")
+        wall = time.perf_counter() - t0
+    return {"wall_s": wall, "n": len(tasks), "tokens": tokens, "decisions": decisions}
+
+
 def run_engine_child(model: str, n_proofs: int, max_tokens: int) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, __file__, "--stage", "engine", "--model", model, "--proofs", str(n_proofs),
                            "--max-tokens", str(max_tokens)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"stage (a), the in-process engine, failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def inprocess_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int, naive_proofs: int
+                    ) -> dict[str, Any]:
+    """(b)-(e) on `proofcheck serve --model` (its own in-process vLLM engine), everything over its HTTP API."""
+    from proofcheck.process import ServiceProcess, free_port
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-serve-real-"))
+    port = free_port()
+    front = ServiceProcess([sys.executable, "-m", "proofcheck.cli", "serve", "--model", model, "--served-model-name",
+                            NAME, "--port", str(port), "--max-queue", "256", "--max-tokens", str(max_tokens),
+                            "--engine-arg", "dtype=bfloat16", "--log-level", "warning"],
+                           f"http://127.0.0.1:{port}/health", workdir / "serve.log",
+                           env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    try:
+        front.wait_ready()
+        url = f"http://127.0.0.1:{port}"
+        out = {"b": asyncio.run(service_mode(url, tasks, max_tokens, all_passes=True)),
+               "d": asyncio.run(service_mode(url, tasks, max_tokens, all_passes=False)),
+               "c": asyncio.run(naive_service_loop(url, tasks[:naive_proofs], max_tokens))}
+        e = []
+        for r in range(repeats):  # alternate the order so drift in the machine's load hits both
+            order = (False, True) if r % 2 == 0 else (True, False)
+            runs = {split: asyncio.run(service_mode(url, tasks, max_tokens, True, split=split)) for split in order}
+            e.append(runs[True]["wall_s"] / runs[False]["wall_s"])
+        out["e"] = e
+    finally:
+        front.stop()
+    return out
 
 
 def serve_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int, naive_proofs: int) -> dict[str, Any]:
@@ -172,6 +232,10 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, help="(e) repeats (default 5, quick 3)")
     ap.add_argument("--naive-proofs", type=int, help="(c) runs on the first N proofs only (a rate per proof; "
                     "default all): one pass at a time is slow")
+    ap.add_argument("--service", choices=("inprocess", "endpoint"), default="inprocess",
+                    help="how `proofcheck serve` gets its passes: its own in-process engine (--model; (c) and "
+                         "(e) go through the service), or fronting a vLLM OpenAI server (--endpoint; (c) and (e) "
+                         "then call that server directly, as the release's scripts do)")
     ap.add_argument("--stage", choices=("all", "engine"), default="all", help=argparse.SUPPRESS)
     args = ap.parse_args()
     n_proofs = args.proofs or (4 if args.quick else 16)
@@ -193,7 +257,8 @@ def main() -> int:
             else f"{Path(model).name} ({shape.params / 1e9:.2f} B params)")
     a = run_engine_child(model, n_proofs, max_tokens)
     tasks = tasks_for(n_proofs)
-    s = serve_stage(model, tasks, max_tokens, repeats, min(args.naive_proofs or n_proofs, n_proofs))
+    stage = inprocess_stage if args.service == "inprocess" else serve_stage
+    s = stage(model, tasks, max_tokens, repeats, min(args.naive_proofs or n_proofs, n_proofs))
     b, c, d, e = s["b"], s["c"], s["d"], s["e"]
     vps = {k: r["n"] / r["wall_s"] for k, r in (("a", a), ("b", b), ("c", c), ("d", d))}
     context = a["prompt_tokens_mean"] + max_tokens / 2
@@ -202,6 +267,7 @@ def main() -> int:
     figures = {
         "model": f"{name}, bf16, vLLM on {'GPU' if device == 'cuda' else 'CPU'}",
         "serve.proofs": n_proofs, "serve.passes": PASSES, "serve.max_tokens": max_tokens,
+        "serve.service_engine": args.service, "serve.naive_proofs": c["n"],
         "serve.engine_verifications_per_s": round(vps["a"], 4),
         "serve.service_verifications_per_s": round(vps["b"], 4),
         "serve.naive_verifications_per_s": round(vps["c"], 4),
@@ -222,8 +288,9 @@ def main() -> int:
           f"max_tokens={max_tokens}, no reference solution; same seeds in every mode\n")
     print("| mode | verifications/s | completion tokens | tokens/s | ratio | goal |\n|---|---:|---:|---:|---|---|")
     for key, label in (("a", "(a) raw vLLM engine in-process, n=8, all at once"),
-                       ("b", "(b) `proofcheck serve` over HTTP, concurrent clients, all passes"),
-                       ("c", "(c) naive loop: n=1 per request, one proof at a time"),
+                       ("b", f"(b) `proofcheck serve` ({args.service} engine) over HTTP, concurrent clients, "
+                             "all passes"),
+                       ("c", f"(c) naive loop: n=1 per request, one proof at a time ({c['n']} proofs)"),
                        ("d", "(d) `proofcheck serve`, early reject")):
         r = {"a": a, "b": b, "c": c, "d": d}[key]
         ratio, goal = {"a": ("1.00 (ceiling)", ""),
