@@ -48,11 +48,12 @@ def parse_verifier_spec(spec: str) -> tuple[str | None, str | None]:
     return None, spec
 
 
-def open_verifier(spec: str, max_tokens: int, api_key: str | None = None) -> Any:
+def open_verifier(spec: str, max_tokens: int, api_key: str | None = None, constrain: str | None = None) -> Any:
     from proofcheck.serve.verifier import make_verifier
 
     endpoint, model = parse_verifier_spec(spec)
-    return make_verifier(endpoint=endpoint, model=model, api_key=api_key, max_tokens=max_tokens)
+    return make_verifier(endpoint=endpoint, model=model, api_key=api_key, max_tokens=max_tokens,
+                         constrain=constrain)
 
 
 # ------------------------------------------------------------------ selection
@@ -90,8 +91,11 @@ async def rerun_passes(verifier: Any, spec: str, old: list[dict[str, Any]], run:
 
 def select(proofs_path: str, verifier_specs: list[str], out: str | Path, *, repeats: int = 5,
            min_entropy: float = 0.8, concurrency: int = 4, max_tokens: int = 1024, seed: int | None = None,
-           resume: bool = False, api_key: str | None = None) -> dict[str, Any]:
+           resume: bool = False, api_key: str | None = None, constrain: str | None = None) -> dict[str, Any]:
     """Run selection; writes records.jsonl, selected.jsonl, summary.json, entropy.png in `out`.
+
+    `constrain="steps"` constrains every pass to the answer format (vLLM structured outputs), so the
+    entropy measures decisions only.
 
     A pass that got an endpoint error is kept as an error (status, message), never as a vote:
     its proof is not selected yet, the summary says `complete: false`, and `resume=True`
@@ -108,7 +112,7 @@ def select(proofs_path: str, verifier_specs: list[str], out: str | Path, *, repe
         verifiers = []
         try:
             for spec in verifier_specs:
-                verifiers.append(open_verifier(spec, max_tokens, api_key))
+                verifiers.append(open_verifier(spec, max_tokens, api_key, constrain))
 
             async def work(p: Any) -> dict:
                 old = run.errored.get((p.proof_id,))

@@ -77,21 +77,25 @@ VERIFIER_INSTRUCTIONS = """Check every step of the proof below; steps are number
 <first_error_step>the number of the first wrong step, or -1 if the proof is valid</first_error_step>"""
 
 
-def answer_regex(first_error_step: str = r"-1|[0-9]|[1-9][0-9]", max_chars: int = 200) -> str:
+def answer_regex(n_steps: int, verdicts: str | None = None, max_chars: int = 200) -> str:
     """A regular expression for an answer in the protocol's format, for vLLM structured outputs.
 
-    Constraining generation with it makes every pass parse (the tags, once each, in order), so a
-    run measures decisions rather than format; `first_error_step` narrows the verdicts allowed
-    (`"-1"` forces accept, `"0"` a reject at step 0). Thinking models cannot think under it.
+    Constraining generation with it makes every pass parse (the tags once each, in order, and a
+    `<first_error_step>` that is -1 or a step of this proof), so a run measures decisions rather
+    than format. `verdicts` narrows the verdicts (`"-1"` forces accept, `"0"` a reject at step 0).
+    Thinking models cannot think under it.
 
     >>> import re
-    >>> bool(re.fullmatch(answer_regex(), "<assessment>ok</assessment>\\n<errors></errors>\\n"
-    ...                   "<first_error_step>-1</first_error_step>"))
+    >>> r = answer_regex(3)
+    >>> bool(re.fullmatch(r, "<assessment>ok</assessment>\\n<errors></errors>\\n<first_error_step>2</first_error_step>"))
     True
+    >>> bool(re.fullmatch(r, "<assessment>ok</assessment>\\n<errors></errors>\\n<first_error_step>3</first_error_step>"))
+    False
     """
+    allowed = verdicts if verdicts is not None else "|".join(["-1", *map(str, range(n_steps))])
     text = f"[^<>]{{1,{max_chars}}}"
     return (f"<assessment>{text}</assessment>\n<errors>[^<>]{{0,{max_chars}}}</errors>\n"
-            f"<first_error_step>({first_error_step})</first_error_step>")
+            f"<first_error_step>({allowed})</first_error_step>")
 
 
 def verifier_user_prompt(problem: str, steps: list[str], reference_solution: str | None = None) -> str:

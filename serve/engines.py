@@ -67,7 +67,7 @@ class PassEngine(Protocol):
 
     async def sample(self, messages: list[dict[str, str]], n: int, *, temperature: float,
                             max_tokens: int, seed: int | None, stop_when: StopWhen | None = None,
-                            model: str | None = None) -> Generation:
+                            model: str | None = None, answer_regex: str | None = None) -> Generation:
         ...
 
     async def aclose(self) -> None:
@@ -134,13 +134,12 @@ class RemoteEngine:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 600.0,
                  connect_timeout_s: float = 10.0, retry: RetryPolicy | None = None, max_connections: int = 256,
-                 answer_regex: str | None = None, chat_template_kwargs: dict[str, Any] | None = None):
+                 chat_template_kwargs: dict[str, Any] | None = None):
         import httpx
 
         self.base_url = endpoint_root(base_url) + "/v1"  # accepts the server root or its /v1 base
         self.model = model
         self.retry = retry or RetryPolicy()
-        self.answer_regex = answer_regex  # vLLM structured outputs on every pass (protocol.answer_regex)
         # the chat template's switches (e.g. Qwen3's enable_thinking), sent as vLLM's `chat_template_kwargs`
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -153,8 +152,9 @@ class RemoteEngine:
 
     async def sample(self, messages: list[dict[str, str]], n: int, *, temperature: float = 1.0,
                             max_tokens: int = 1024, seed: int | None = None, stop_when: StopWhen | None = None,
-                            model: str | None = None) -> Generation:
-        """`n` samples of `messages` in one streamed request (see module docstring)."""
+                            model: str | None = None, answer_regex: str | None = None) -> Generation:
+        """`n` samples of `messages` in one streamed request (see module docstring); `answer_regex`
+        constrains them with vLLM structured outputs."""
         passes = [PassOutput(i) for i in range(n)]
         finished: list[PassOutput] = []
         prompt_tokens, attempt, last_error, last_status = 0, 0, "", None
@@ -166,8 +166,8 @@ class RemoteEngine:
             body = {"model": model or self.model, "messages": messages, "n": len(pending),
                     "temperature": temperature, "max_tokens": max_tokens, "stream": True,
                     "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-            if self.answer_regex:
-                body["structured_outputs"] = {"regex": self.answer_regex}  # vLLM's extension of the API
+            if answer_regex:
+                body["structured_outputs"] = {"regex": answer_regex}  # vLLM's extension of the API
             if self.chat_template_kwargs:
                 body["chat_template_kwargs"] = self.chat_template_kwargs  # vLLM's extension of the API
             if seed is not None:

@@ -25,7 +25,7 @@ class InProcessEngine:
     """
 
     def __init__(self, model: str, *, lora: tuple[str, str] | None = None, seed: int = 0,
-                 max_model_len: int = 4096, served_name: str | None = None, answer_regex: str | None = None,
+                 max_model_len: int = 4096, served_name: str | None = None,
                  chat_template_kwargs: dict[str, Any] | None = None, **engine_args: Any):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
@@ -34,7 +34,6 @@ class InProcessEngine:
         self.model = model
         self.served_name = served_name or model
         self.lora = lora
-        self.answer_regex = answer_regex  # vLLM structured outputs on every pass (protocol.answer_regex)
         # e.g. {"enable_thinking": True} for Qwen3: the template's switches, set explicitly
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.engine = AsyncLLM.from_engine_args(
@@ -67,15 +66,16 @@ class InProcessEngine:
 
     async def sample(self, messages: list[dict[str, str]], n: int, *, temperature: float = 1.0,
                             max_tokens: int = 1024, seed: int | None = None, stop_when: StopWhen | None = None,
-                            model: str | None = None) -> Generation:
-        """`n` samples in one request (shared prefix); abort the rest once `stop_when` says so."""
+                            model: str | None = None, answer_regex: str | None = None) -> Generation:
+        """`n` samples in one request (shared prefix); abort the rest once `stop_when` says so;
+        `answer_regex` constrains them with vLLM structured outputs."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         lora_request = self._lora_request(model)
         ids = self.prompt_ids(messages)
-        structured = StructuredOutputsParams(regex=self.answer_regex) if self.answer_regex else None
+        structured = StructuredOutputsParams(regex=answer_regex) if answer_regex else None
         params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed,
                                 output_kind=RequestOutputKind.DELTA, structured_outputs=structured)
         request_id = f"verify-{uuid.uuid4().hex}"

@@ -60,7 +60,7 @@ class ServeConfig:
     drain_timeout_s: float = 600.0
     engine_args: dict[str, Any] = field(default_factory=dict)
     log_level: str = "info"
-    answer_regex: str | None = None  # structured outputs on every pass (--constrain-format)
+    constrain: str | None = None  # structured outputs on every pass (--constrain-format): "steps" or verdicts
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"enable_thinking": true}
 
     def __post_init__(self) -> None:
@@ -80,17 +80,17 @@ def build_service(cfg: ServeConfig) -> Any:
         from proofcheck.serve.engines import RemoteEngine
 
         name = cfg.endpoint_model or first_model(cfg.endpoint, api_key=cfg.endpoint_api_key)
-        engine: Any = RemoteEngine(cfg.endpoint, name, api_key=cfg.endpoint_api_key, answer_regex=cfg.answer_regex,
+        engine: Any = RemoteEngine(cfg.endpoint, name, api_key=cfg.endpoint_api_key,
                                    chat_template_kwargs=cfg.chat_template_kwargs)
         kind, names, default = "remote", [name], name
     else:
         from proofcheck.serve.inprocess import InProcessEngine
 
         engine = InProcessEngine(cfg.model or "", lora=cfg.lora, seed=cfg.seed, max_model_len=cfg.max_model_len,
-                                 served_name=cfg.served_model_name, answer_regex=cfg.answer_regex,
+                                 served_name=cfg.served_model_name,
                                  chat_template_kwargs=cfg.chat_template_kwargs, **cfg.engine_args)
         kind, names, default = "in-process", engine.model_names(), engine.default_model
-    verifier = Verifier(engine, passes=cfg.passes, rule=cfg.rule, temperature=cfg.temperature,
+    verifier = Verifier(engine, passes=cfg.passes, rule=cfg.rule, temperature=cfg.temperature, constrain=cfg.constrain,
                         max_tokens=cfg.max_tokens, model=default)
     return VerificationService(verifier, engine_kind=kind, model_names=names, max_queue=cfg.max_queue,
                                max_proof_chars=cfg.max_proof_chars, max_tokens=cfg.max_tokens)

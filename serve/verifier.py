@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from proofcheck.decision import RULES, is_decided
-from proofcheck.protocol import template_messages, verifier_messages
+from proofcheck.protocol import answer_regex, template_messages, verifier_messages
 from proofcheck.serve.engines import (
     Generation,
     PassEngine,
@@ -79,8 +79,11 @@ class Verifier:
 
     def __init__(self, engine: PassEngine, *, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
                  temperature: float = 1.0, max_tokens: int = 1024, model: str | None = None,
-                 prompt_template: str | None = None):
+                 prompt_template: str | None = None, constrain: str | None = None):
         check_request(["x"], passes, rule)
+        # vLLM structured outputs on every pass: "steps" = any verdict valid for the proof, or a
+        # regex of the verdicts allowed ("-1" forces accept); None = free generation
+        self.constrain = constrain
         self.prompt_template = prompt_template  # a release-format prompt file's text (one user turn)
         self.engine = engine
         self.passes = passes
@@ -99,10 +102,14 @@ class Verifier:
         t0 = time.perf_counter()
         messages = (template_messages(self.prompt_template, problem, steps, reference) if self.prompt_template
                     else verifier_messages(problem, steps, reference))
+        regex = None
+        if self.constrain is not None:
+            regex = answer_regex(len(steps), None if self.constrain == "steps" else self.constrain)
         gen = await self.engine.sample(
             messages, k, temperature=self.temperature,
             max_tokens=max_tokens or self.max_tokens, seed=seed,
-            stop_when=None if all_passes else stop_rule(len(steps), k, rule), model=model or self.model)
+            stop_when=None if all_passes else stop_rule(len(steps), k, rule), model=model or self.model,
+            answer_regex=regex)
         return assemble(gen, len(steps), rule, time.perf_counter() - t0)
 
     async def aclose(self) -> None:
@@ -201,7 +208,7 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
                   api_key: str | None = None, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
                   temperature: float = 1.0, max_tokens: int = 1024, timeout_s: float = 600.0,
                   retry: RetryPolicy | None = None, lora: tuple[str, str] | None = None,
-                  prompt_template: str | None = None, answer_regex: str | None = None,
+                  prompt_template: str | None = None, constrain: str | None = None,
                   chat_template_kwargs: dict[str, Any] | None = None, **engine_args: Any) -> Verifier | ServiceVerifier:
     """The one entry point: a verifier over our service, a vLLM server, or an in-process engine.
 
@@ -212,9 +219,10 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     - no `endpoint`: `model` is a local path served in-process by vLLM's AsyncLLM (`lora`,
       `engine_args` go to the engine).
     `prompt_template` (a release-format verifier prompt file's text) replaces our prompt; our
-    service builds its own prompt, so it cannot take one. `answer_regex` constrains every pass with
-    vLLM structured outputs (`proofcheck.protocol.answer_regex`); a service applies the one it was
-    started with (`proofcheck serve --constrain-format`). `chat_template_kwargs` sets the chat
+    service builds its own prompt, so it cannot take one. `constrain` ("steps", or a regex of the
+    verdicts allowed) constrains every pass to the answer format with vLLM structured outputs
+    (`proofcheck.protocol.answer_regex`); a service applies what it was started with
+    (`proofcheck serve --constrain-format`). `chat_template_kwargs` sets the chat
     template's switches (Qwen3: `{"enable_thinking": True}`) on every prompt; a service applies the
     ones it was started with (`proofcheck serve --chat-template-kwargs`).
     """
@@ -223,17 +231,16 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
             raise ValueError("make_verifier needs endpoint=URL or model=PATH")
         from proofcheck.serve.inprocess import InProcessEngine
 
-        return Verifier(InProcessEngine(model, lora=lora, answer_regex=answer_regex,
-                                        chat_template_kwargs=chat_template_kwargs, **engine_args), passes=passes,
-                        rule=rule,
-                        temperature=temperature, max_tokens=max_tokens, prompt_template=prompt_template)
+        return Verifier(InProcessEngine(model, lora=lora, chat_template_kwargs=chat_template_kwargs, **engine_args),
+                        passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens,
+                        prompt_template=prompt_template, constrain=constrain)
     if kind == "auto":
         kind = detect_endpoint(endpoint, api_key=api_key)
     if kind == "service":
         if prompt_template is not None:
             raise ValueError(f"--prompt-file: {endpoint} is a proofcheck service, which builds its own prompt; "
                              "point --endpoint at the vLLM server itself to use a prompt file")
-        if answer_regex is not None:
+        if constrain is not None:
             raise ValueError(f"{endpoint} is a proofcheck service: start it with --constrain-format instead")
         if chat_template_kwargs:
             raise ValueError(f"{endpoint} is a proofcheck service: start it with --chat-template-kwargs instead")
@@ -242,7 +249,7 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     if kind != "vllm":
         raise ValueError(f"kind: expected auto, service or vllm, got {kind!r}")
     name = model or first_model(endpoint, api_key=api_key)
-    engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry, answer_regex=answer_regex,
+    engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry,
                           chat_template_kwargs=chat_template_kwargs)
     return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens,
-                    prompt_template=prompt_template)
+                    prompt_template=prompt_template, constrain=constrain)

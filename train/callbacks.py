@@ -61,11 +61,12 @@ def grade_row(row: dict, passes: list[tuple[str, str]]) -> dict:
 
 
 def verify_rows_vllm(llm: Any, tokenizer: Any, rows: list[dict], *, passes: int, max_new_tokens: int,
-                     temperature: float, seed: int, answer_regex: str | None = None,
+                     temperature: float, seed: int, constrain_format: bool = False,
                      chat_template_kwargs: dict[str, Any] | None = None) -> list[dict]:
     """k passes per row from a vLLM `LLM` (one n=k request per row, all rows in one batch), graded.
 
-    `answer_regex` (`proofcheck.protocol.answer_regex`) constrains every pass with structured outputs;
+    `constrain_format` constrains every pass to the answer format with structured outputs
+    (`proofcheck.protocol.answer_regex` for the row's step count);
     `chat_template_kwargs` are the template's switches, as in training (see `template_kwargs`).
     """
     from vllm import SamplingParams
@@ -75,9 +76,11 @@ def verify_rows_vllm(llm: Any, tokenizer: Any, rows: list[dict], *, passes: int,
                                                                   tokenize=True, return_dict=True,
                                                                   **(chat_template_kwargs or {}))["input_ids"]}
                for r in rows]
-    structured = StructuredOutputsParams(regex=answer_regex) if answer_regex else None
+    from proofcheck.protocol import answer_regex
+
     params = [SamplingParams(n=passes, temperature=temperature, top_p=1.0, top_k=0, max_tokens=max_new_tokens,
-                             seed=seed + i, structured_outputs=structured) for i in range(len(rows))]
+                             seed=seed + i, structured_outputs=StructuredOutputsParams(regex=answer_regex(r["n_steps"]))
+                             if constrain_format else None) for i, r in enumerate(rows)]
     outs = llm.generate(prompts, params, use_tqdm=False)
     return [grade_row(row, [(o.text, o.finish_reason) for o in out.outputs]) for row, out in zip(rows, outs, strict=True)]
 
@@ -210,9 +213,9 @@ class VerifierEvalCallback(TrainerCallback):
 
     def __init__(self, trainer: Any, rows: list[dict], *, passes: int = 4, every_steps: int = 0,
                  max_new_tokens: int = 256, temperature: float = 1.0, batch_size: int = 4, seed: int = 0,
-                 at_start: bool = False, answer_regex: str | None = None):
+                 at_start: bool = False, constrain_format: bool = False):
         self.trainer = trainer
-        self.answer_regex = answer_regex
+        self.constrain_format = constrain_format
         self.at_start = at_start
         self.rows = rows
         self.passes = passes
@@ -244,7 +247,7 @@ class VerifierEvalCallback(TrainerCallback):
                     trainer._last_loaded_step = trainer.state.global_step
                 local = verify_rows_vllm(llm, trainer.processing_class, mine, passes=self.passes,
                                          max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=seed,
-                                         answer_regex=self.answer_regex, chat_template_kwargs=template_kwargs(trainer))
+                                         constrain_format=self.constrain_format, chat_template_kwargs=template_kwargs(trainer))
             else:
                 with unwrap_model_for_generation(trainer.model_wrapped, acc) as model:
                     local = verify_rows(model, trainer.processing_class, mine, passes=self.passes,

@@ -162,7 +162,6 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
     """
     from trl import GRPOTrainer
 
-    from proofcheck.protocol import answer_regex
     from proofcheck.train.callbacks import RunHistoryCallback, StepTimer, VerifierEvalCallback
 
     data = data if data is not None else build_training_data(script)
@@ -188,7 +187,7 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
                                        max_new_tokens=script.eval_max_new_tokens,
                                        temperature=script.eval_temperature, batch_size=script.eval_batch_size,
                                        seed=training.seed, at_start=script.eval_at_start,
-                                       answer_regex=answer_regex() if script.eval_constrain_format else None)
+                                       constrain_format=script.eval_constrain_format)
         trainer.add_callback(eval_cb)
     timer = StepTimer(trainer)
     trainer.add_callback(timer)

@@ -7,7 +7,7 @@ from typing import Any
 
 from proofcheck.commands._common import add_command, fail
 
-KINDS = ("auto", "problem", "annotated", "submission", "output", "candidate")
+KINDS = ("auto", "problem", "annotated", "submission", "output", "candidate", "results")
 
 
 def register(sub: Any) -> None:
@@ -17,8 +17,9 @@ def register(sub: Any) -> None:
                     "file:line: field: reason and exit 1 if any.")
     v.add_argument("files", nargs="+", help="JSONL files to check")
     v.add_argument("--kind", choices=KINDS, default="auto",
-                   help="record kind; auto guesses from the first record (annotation -> annotated, "
-                        "text -> output, sample -> submission, else problem)")
+                   help="record kind; auto guesses from the first record (verifier_trials -> results, i.e. "
+                        "our records.jsonl or the release's results.jsonl; annotation -> annotated; text -> output; "
+                        "sample -> submission; else problem) and says which it read")
     v.set_defaults(handler=_validate)
     s = add_command(dsub, "synth", "Write synthetic verification tasks with exact labels (arithmetic chains "
                     "with injected fatal or recoverable errors) as annotated-proof JSONL.")
@@ -49,6 +50,8 @@ def register(sub: Any) -> None:
                          "local model folder; repeat for several")
     se.add_argument("--repeats", type=int, default=5, help="verifier runs per proof and verifier")
     se.add_argument("--min-entropy", type=float, default=0.8, help="keep proofs with pooled entropy >= this")
+    se.add_argument("--constrain-format", action="store_true", help="constrain every pass to the answer format "
+                    "with vLLM structured outputs (vLLM servers and local folders; not for thinking models)")
     _add_run_args(se)
     se.set_defaults(handler=_select)
     rp = add_command(dsub, "repair", "Positive-sample repair: a strong model rewrites expert-rejected proofs from the "
@@ -98,8 +101,8 @@ def _select(args: argparse.Namespace) -> int:
 
     rc, s = _curate(args, lambda key: select(
         args.proofs, args.verifier, args.out, repeats=args.repeats, min_entropy=args.min_entropy,
-        concurrency=args.concurrency, max_tokens=args.max_tokens, seed=args.seed, resume=args.resume, api_key=key),
-        "selection")
+        concurrency=args.concurrency, max_tokens=args.max_tokens, seed=args.seed, resume=args.resume, api_key=key,
+        constrain="steps" if args.constrain_format else None), "selection")
     if s is None:
         return rc
     print(f"selected {s['n_selected']} of {s['n_candidates']} proofs (entropy >= {s['min_entropy']}; "
@@ -122,12 +125,13 @@ def _repair(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from proofcheck.data.loaders import detect_kind, validate_records
+    from proofcheck.data.loaders import detect_kind_why, validate_records
 
     total_bad = 0
     for path in args.files:
         try:
-            kind = detect_kind(path) if args.kind == "auto" else args.kind
+            kind, why = detect_kind_why(path) if args.kind == "auto" else (args.kind, "--kind")
+            print(f"{path}: read as {kind} records ({why})")
             records, problems = validate_records(path, kind)
         except (FileNotFoundError, ValueError) as e:
             total_bad += 1

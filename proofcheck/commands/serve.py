@@ -74,7 +74,7 @@ def register(sub: Any) -> None:
     s.add_argument("--max-proof-chars", type=int, default=100_000, help="larger proofs get 413")
     s.add_argument("--drain-timeout", type=float, default=600.0, help="seconds to finish in-flight work on shutdown")
     s.add_argument("--seed", type=int, default=0, help="engine seed")
-    s.add_argument("--constrain-format", nargs="?", const="-1|[0-9]|[1-9][0-9]", metavar="VERDICTS",
+    s.add_argument("--constrain-format", nargs="?", const="steps", metavar="VERDICTS",
                    help="constrain every pass to the answer format with vLLM structured outputs, so every pass "
                         "parses and the run measures decisions, not format (not for thinking models). VERDICTS "
                         "narrows the <first_error_step> values, a regex: '-1' forces accept, '0' a reject")
@@ -132,12 +132,6 @@ def _engine_args(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _answer_regex(verdicts: str | None) -> str | None:
-    from proofcheck.protocol import answer_regex
-
-    return answer_regex(verdicts) if verdicts else None
-
-
 def _serve(args: argparse.Namespace) -> int:
     from proofcheck.serve.server import ServeConfig, run_server
 
@@ -150,7 +144,7 @@ def _serve(args: argparse.Namespace) -> int:
                           host=args.host, port=args.port, api_key=_key(args.api_key_env, "--api-key-env"),
                           max_queue=args.max_queue, max_proof_chars=args.max_proof_chars,
                           drain_timeout_s=args.drain_timeout, engine_args=_engine_args(args),
-                          log_level=args.log_level, answer_regex=_answer_regex(args.constrain_format),
+                          log_level=args.log_level, constrain=args.constrain_format,
                           chat_template_kwargs=args.chat_template_kwargs or {})
     except ValueError as e:
         return fail(str(e))

@@ -70,6 +70,19 @@ def test_select_two_verifiers_against_vllm_and_resume(vllm_server, tmp_path):
     assert len((tmp_path / "sel" / "records.jsonl").read_text().splitlines()) == 3
 
 
+def test_select_constrained_to_the_answer_format_sees_both_decisions(vllm_server, tmp_path):
+    """Structured outputs make every pass of the random model a valid verdict (known from the
+    constraint); its sampled verdicts hold accepts and rejects, which is what the entropy counts."""
+    cands = first_lines(tmp_path, 4)
+    r = cli("data", "select", "--proofs", str(cands), "--verifier", vllm_server.url + "#tiny", "--repeats", "6",
+            "--max-tokens", "1500", "--constrain-format", "--min-entropy", "0.1", "--out", str(tmp_path / "sel"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    records = [json.loads(x) for x in (tmp_path / "sel" / "records.jsonl").read_text().splitlines()]
+    # (a random byte-level model fills the 200-character fields, several tokens per non-ASCII character)
+    assert all(x["invalid"] == 0 and x["accept"] + x["reject"] == 6 for x in records), records
+    assert sum(x["accept"] for x in records) > 0 and sum(x["reject"] for x in records) > 0
+
+
 REPAIRED_PROOF = "<step>First corrected step.</step>\n<step>Second corrected step.</step>"
 
 

@@ -6,7 +6,8 @@ constraint, not from the text under test.
 - `0` forced: every pass rejects at step 0 -> reject (early: the first finished pass decides);
   VerifierBench TPR 0, TNR 1, and first-error-step accuracy is exactly the share of flawed
   proofs whose first error is step 0.
-- both allowed (`-1|0`), sampled at temperature 1: accepts and rejects both occur, every pass valid.
+- any verdict valid for the proof ("steps"), sampled at temperature 1: accepts and rejects both
+  occur, every pass valid.
 Through the vLLM server (session fixture), and through `proofcheck serve --constrain-format`
 in front of it.
 """
@@ -23,15 +24,14 @@ import pytest
 
 from proofcheck.data.synth import balanced_tasks
 from proofcheck.process import ServiceProcess, free_port
-from proofcheck.protocol import answer_regex
 from proofcheck.serve.verifier import make_verifier
 
 TASKS = balanced_tasks(8, seed=21)  # 4 valid, 4 flawed
 
 
-def _verify_all(url: str, regex: str, all_passes: bool = False) -> list:
+def _verify_all(url: str, verdicts: str, all_passes: bool = False) -> list:
     async def run() -> list:
-        v = make_verifier(endpoint=url, kind="vllm", model="tiny", max_tokens=96, answer_regex=regex, passes=8)
+        v = make_verifier(endpoint=url, kind="vllm", model="tiny", max_tokens=1500, constrain=verdicts, passes=8)
         try:
             return [await v.verify(t["problem"], t["steps"], seed=i, all_passes=all_passes)
                     for i, t in enumerate(TASKS)]
@@ -41,20 +41,20 @@ def _verify_all(url: str, regex: str, all_passes: bool = False) -> list:
 
 
 def test_forced_accept_is_a_unanimous_accept(vllm_server) -> None:
-    for r in _verify_all(vllm_server.url, answer_regex("-1")):
+    for r in _verify_all(vllm_server.url, "-1"):
         assert r.decision == "accept"
         assert r.votes["accept"] == 8 and all(p.status == "valid" for p in r.passes)
 
 
 def test_forced_reject_decides_at_the_first_pass(vllm_server) -> None:
-    for r in _verify_all(vllm_server.url, answer_regex("0")):
+    for r in _verify_all(vllm_server.url, "0"):
         assert r.decision == "reject"
         assert r.first_error_step_votes.get("0", 0) >= 1
         assert any(p.status == "cancelled" for p in r.passes)  # early reject stopped the rest
 
 
 def test_sampled_verdicts_give_both_decisions_all_valid(vllm_server) -> None:
-    results = _verify_all(vllm_server.url, answer_regex("-1|0"), all_passes=True)
+    results = _verify_all(vllm_server.url, "steps", all_passes=True)
     outcomes = [p.outcome for r in results for p in r.passes]
     assert {"accept", "reject"} <= set(outcomes)
     assert all(p.status == "valid" for r in results for p in r.passes)
@@ -68,8 +68,8 @@ def test_verifierbench_metrics_follow_the_constraint(vllm_server, tmp_path: Path
 
     data = tmp_path / "annotated.jsonl"
     data.write_text("".join(json.dumps(t) + "\n" for t in TASKS))
-    verifier = make_verifier(endpoint=vllm_server.url, kind="vllm", model="tiny", max_tokens=96,
-                             answer_regex=answer_regex(verdicts))
+    verifier = make_verifier(endpoint=vllm_server.url, kind="vllm", model="tiny", max_tokens=1500,
+                             constrain=verdicts)
     s = score_verifier(str(data), verifier, "tiny-constrained", tmp_path / "run", repeats=2, concurrency=4)
     assert s["rough_tpr"] == tpr and s["rough_tnr"] == tnr and s["verifier_valid_rate"] == 1.0
     if verdicts == "0":
@@ -83,7 +83,7 @@ def test_service_constrain_format(vllm_server, tmp_path: Path, verdicts: str, de
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", vllm_server.url, "--endpoint-model", "tiny",
-           "--port", str(port), "--max-tokens", "96", "--constrain-format", verdicts, "--log-level", "warning"]
+           "--port", str(port), "--max-tokens", "1500", "--constrain-format", verdicts, "--log-level", "warning"]
     with ServiceProcess(cmd, url + "/health", tmp_path / "serve.log"):
         for t in TASKS[:4]:
             r = httpx.post(url + "/v1/verify", json={"problem": t["problem"], "steps": t["steps"], "seed": 1},

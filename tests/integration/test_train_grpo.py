@@ -275,9 +275,9 @@ def test_vllm_colocate_syncs_trained_weights_into_the_engine(tiny_model: Path, t
                        ("MASTER_PORT", str(free_port())), ("VLLM_CPU_KVCACHE_SPACE", "1")):
         monkeypatch.setenv(key, value)
     script, training, model = parse(argv(tiny_model, tmp_path / "colocate", "--use_vllm", "true",
-                                         "--vllm_mode", "colocate", "--vllm_max_model_length", "2048",
+                                         "--vllm_mode", "colocate", "--vllm_max_model_length", "4096",
                                          "--eval_max_samples", "4", "--eval_passes", "4", "--eval_max_new_tokens",
-                                         "48", "--eval_at_start", "true", "--eval_constrain_format", "true"))
+                                         "1500", "--eval_at_start", "true", "--eval_constrain_format", "true"))
     trainer, _, eval_cb, timer = build_trainer(script, training, model)
     try:
         initial_engine = _vllm_view(trainer)
