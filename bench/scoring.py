@@ -311,6 +311,8 @@ def summarise_verifier_records(records: list[dict], manifest: dict[str, Any]) ->
             p = reparse(t, n_steps)
             meta = t.get("meta")
             score = meta.get("score") if meta and meta.get("valid", True) else None
+            if meta and p.status != "valid":
+                score = 0.0  # an invalid verifier output was graded: it earns 0 (SPEC 7), and meta metrics exist
             if meta and meta.get("level"):
                 levels[meta["level"]] = levels.get(meta["level"], 0) + 1
             trials.append(Trial(p.status == "valid", p.first_error_step, score,

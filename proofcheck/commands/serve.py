@@ -172,6 +172,7 @@ def _first_error(result: Any, steps: list[str]) -> str | None:
 def _verify(args: argparse.Namespace) -> int:
     import asyncio
 
+    from proofcheck.http_errors import EndpointStop
     from proofcheck.protocol import ProofFormatError, split_steps
     from proofcheck.serve.client import VerifyAPIError
     from proofcheck.serve.verifier import make_verifier
@@ -196,7 +197,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     try:
         result = asyncio.run(run())
-    except (ValueError, VerifyAPIError) as e:
+    except (ValueError, VerifyAPIError, EndpointStop) as e:  # EndpointStop: 401/403/404, the fix in its text
         return fail(str(e))
     if args.json:
         print_json(result.to_dict())
