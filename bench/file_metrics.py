@@ -39,11 +39,74 @@ def _outputs_by_proof(path: str | Path, known: set[str]) -> dict[str, list]:
     return by_proof
 
 
+def results_path(outputs: str | Path) -> Path | None:
+    """The results file `outputs` names, when it is one: the release's output folder (its
+    `results.jsonl`), or a JSONL file whose records carry `verifier_trials` (the release's
+    `results.jsonl`, our `records.jsonl`). None for a plain outputs file."""
+    from proofcheck.data.loaders import RESULTS_KIND, detect_kind
+
+    path = Path(outputs)
+    if path.is_dir():
+        for name in ("results.jsonl", "records.jsonl"):
+            if (path / name).is_file():
+                return path / name
+        raise FileNotFoundError(f"{path}: a folder given as --outputs must hold results.jsonl (a release run) or "
+                                "records.jsonl (a proofcheck run)")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    return path if detect_kind(path) == RESULTS_KIND else None
+
+
+def verifier_metrics_from_results(data: str | Path, results: Path) -> dict:
+    """VerifierBench summary of a results file, gold labels taken from `data`.
+
+    The passes are re-parsed from their stored text (the release's `response` {text,
+    finish_reason, error} or ours), so the numbers are ours on the release's raw outputs; an
+    endpoint error there is an error pass (never a verdict) and the run is incomplete. R is the
+    manifest's repeats when a `manifest.json` sits beside the file, else the most passes any
+    proof has.
+    """
+    import json
+
+    from proofcheck.bench.scoring import summarise_verifier_records
+    from proofcheck.data.loaders import validate_results
+    from proofcheck.rundir import latest_records
+
+    proofs = {p.proof_id: p for p in load_records(data, "annotated")}
+    rows, problems = validate_results(results)
+    problems += [f"{results}: proof_id: {r.get('proof_id')!r} is not in {data}" for r in rows
+                 if r.get("proof_id") not in proofs][:20]
+    if problems:
+        raise DataError(problems)
+    rows = latest_records(rows, ("proof_id",), str(results))
+    manifest_path = results.parent / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    settings = manifest.get("settings") or {}
+    repeats = manifest.get("repeats") or settings.get("verifier_repeats") or max(
+        (len(r["verifier_trials"]) for r in rows), default=0)
+    expected = manifest.get("expected_records") or manifest.get("selected_rows") or len(rows)
+    records = []
+    for r in rows:
+        p = proofs[r["proof_id"]]
+        records.append({**r, "n_steps": len(p.steps), "domain": p.domain, "is_correct": p.gold_is_correct,
+                        "first_error_step": p.gold_first_error_step})
+    summary = summarise_verifier_records(records, {"repeats": repeats, "expected_records": expected,
+                                                   "meta_scale": "benchmark"})
+    summary["n_proofs_without_outputs"] = len(proofs) - len(records)
+    summary["source"] = str(results)
+    return summary
+
+
 def verifier_metrics_from_files(data: str | Path, outputs: str | Path) -> dict:
     """VerifierBench metrics for saved outputs; proofs without outputs are counted, not scored.
 
     An output may carry `meta: {"score": x}` (from `proofcheck grade`); then meta metrics appear.
+    `outputs` may also be a results file or folder (the release's `results.jsonl` or output
+    folder, our `records.jsonl`): see `verifier_metrics_from_results`.
     """
+    results = results_path(outputs)
+    if results is not None:
+        return verifier_metrics_from_results(data, results)
     proofs = {p.proof_id: p for p in load_records(data, "annotated")}
     by_proof = _outputs_by_proof(outputs, set(proofs))
     items = []

@@ -69,6 +69,11 @@ def validate_jsonl(path: str | Path, model: type[M],
         if not isinstance(value, dict):
             problems.append(f"{where}: <record>: expected a JSON object, got {type(value).__name__}")
             continue
+        if "verifier_trials" in value:  # it may carry problem fields, but it is not a record of this kind
+            problems.append(f"{where}: verifier_trials: this is a results file (one scored proof per line with its "
+                            f"verifier passes), not a {model.__name__} file; read it with `proofcheck metrics --records` "
+                            "or `proofcheck metrics verifier --outputs`, and give the input file here")
+            continue
         try:
             rec = model.model_validate(value)
         except ValidationError as e:
@@ -85,8 +90,35 @@ def validate_jsonl(path: str | Path, model: type[M],
     return records, problems
 
 
-def validate_records(path: str | Path, kind: str) -> tuple[list[BaseModel], list[str]]:
+RESULTS_KIND = "results"
+
+
+def validate_results(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Check a results file (our records.jsonl or the release's results.jsonl): one object per line
+    with a list `verifier_trials` and an id (`proof_id`, or the release's `problem_id`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    records, problems = [], []
+    for lineno, value, err in iter_json_lines(path):
+        where = f"{path}:{lineno}"
+        if err is not None:
+            problems.append(f"{where}: <line>: {err}")
+        elif not isinstance(value, dict):
+            problems.append(f"{where}: <record>: expected a JSON object, got {type(value).__name__}")
+        elif not isinstance(value.get("verifier_trials"), list):
+            problems.append(f"{where}: verifier_trials: a results record needs a list of verifier passes")
+        elif not (value.get("proof_id") or value.get("problem_id")):
+            problems.append(f"{where}: proof_id: a results record needs proof_id (or the release's problem_id)")
+        else:
+            records.append(value)
+    return records, problems
+
+
+def validate_records(path: str | Path, kind: str) -> tuple[list[Any], list[str]]:
     """Parse every line of `path` as a `kind` record; return (records, problems)."""
+    if kind == RESULTS_KIND:
+        return validate_results(path)
     if kind not in SCHEMAS:
         raise ValueError(f"unknown record kind {kind!r}; choose one of {', '.join(SCHEMAS)}")
     pairs, problems = validate_jsonl(path, SCHEMAS[kind], ID_FIELDS[kind])
@@ -103,15 +135,22 @@ def load_records(path: str | Path, kind: str) -> list[Any]:
 
 def detect_kind(path: str | Path) -> str:
     """Guess a file's record kind from its first parsable record."""
-    for _, value, _ in iter_json_lines(path):
+    return detect_kind_why(path)[0]
+
+
+def detect_kind_why(path: str | Path) -> tuple[str, str]:
+    """(kind, why): a file's record kind guessed from its first parsable record, and the field that decided."""
+    for lineno, value, _ in iter_json_lines(path):
         if isinstance(value, dict):
+            if "verifier_trials" in value:
+                return RESULTS_KIND, f"line {lineno} has verifier_trials"
             if "annotation" in value:
-                return "annotated"
+                return "annotated", f"line {lineno} has annotation"
             if "text" in value and "proof_id" in value:
-                return "output"
+                return "output", f"line {lineno} has text and proof_id"
             if "sample" in value:
-                return "submission"
-            return "problem"
+                return "submission", f"line {lineno} has sample"
+            return "problem", f"line {lineno} has none of verifier_trials, annotation, text, sample"
     raise ValueError(f"{path}: no JSON object found; pass --kind")
 
 

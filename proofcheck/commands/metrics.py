@@ -17,7 +17,9 @@ def register(sub: Any) -> None:
     v = add_command(msub, "verifier", "Rough/meta TPR, TNR, Balanced F1, first-error-step accuracy, valid rate.")
     v.add_argument("--data", required=True, help="annotated proofs JSONL (VerifierBench format)")
     v.add_argument("--outputs", required=True,
-                   help="verifier outputs JSONL: {proof_id, repeat, text, finish_reason[, meta]}")
+                   help="verifier outputs JSONL: {proof_id, repeat, text, finish_reason[, meta]}; or a results "
+                        "file read unchanged: the AdvancedMathBench release's results.jsonl (or its output folder), "
+                        "a proofcheck records.jsonl")
     v.add_argument("--json", action="store_true", help="print the full JSON instead of a table")
     v.set_defaults(handler=_verifier)
     pr = add_command(msub, "prover", "Pessimistic ProverBench score: a proof counts iff all k passes accept.")
@@ -57,7 +59,9 @@ def _run(fn, args: argparse.Namespace, title: str, keys: list[str]) -> int:
         print_json(result)
     else:
         _table(title, result["splits"], keys)
-    return 0
+    from proofcheck.commands._common import finish_run
+
+    return finish_run(result, "results", "rerun the scoring run with --resume, then compute the metrics again")
 
 
 def _verifier(args: argparse.Namespace) -> int:
