@@ -194,8 +194,10 @@ def parse_responses(body: dict[str, Any]) -> Generation:
 
 
 def parse_anthropic(body: dict[str, Any]) -> Generation:
-    """An Anthropic Messages reply: the prediction comes from text blocks only; thinking kept apart."""
-    texts = [b.get("text", "") for b in body["content"] if b.get("type") == "text"]
+    """An Anthropic Messages reply: the prediction comes from the last text block, as in the
+    LiveMathematicianBench release (`eval_claude.py` keeps the last one); every thinking block is
+    kept apart in `thinking`, never read for the answer."""
+    texts = [b.get("text", "") for b in body["content"] if b.get("type") == "text"][-1:]
     thoughts = [b.get("thinking", "") for b in body["content"] if b.get("type") == "thinking"]
     usage = body.get("usage") or {}
     stop = body.get("stop_reason")

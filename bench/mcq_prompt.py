@@ -4,8 +4,9 @@ The system prompt asks the model to act as an expert mathematician, reason step 
 only the letter of its choice in `\\boxed{}`; the user prompt holds the question and the five
 options as `(A) ...` blocks separated by blank lines, plus the proof sketch as hints in sketch
 mode. Answer extraction follows the benchmark's evaluators: the last `\\boxed{X}` (X in A-E),
-else a reply that is a single letter, else the last standalone capital A-E. The last rule is
-the compatible default; `strict=True` keeps only the boxed rule.
+else a reply that is a single letter (either case, as the release reads `b` as B), else the last
+standalone capital A-E. The last rule is the compatible default; `strict=True` keeps only the
+boxed rule.
 
 Example:
     >>> extract_answer("so the answer is \\\\boxed{ C }")
@@ -54,9 +55,10 @@ def extract_answer(text: str | None, strict: bool = False) -> str | None:
     """The predicted label A-E in `text`, or None.
 
     1. the last `\\boxed{X}` with X in A-E (whitespace allowed inside the braces);
-    2. unless `strict`: a reply that is exactly one capital letter A-E;
+    2. unless `strict`: a reply that is exactly one letter A-E, either case (`b` -> B: the
+       release's evaluators upper-case a one-letter reply);
     3. unless `strict`: the last standalone capital A-E anywhere (the benchmark's fallback).
-    Lower-case letters are never answers.
+    Otherwise lower-case letters are never answers (`\\boxed{c}` and "a" inside prose are not).
     """
     if not text:
         return None
@@ -66,7 +68,7 @@ def extract_answer(text: str | None, strict: bool = False) -> str | None:
     if strict:
         return None
     stripped = text.strip()
-    if len(stripped) == 1 and stripped in "ABCDE":
-        return stripped
+    if len(stripped) == 1 and stripped.upper() in "ABCDE":
+        return stripped.upper()
     loose = _STANDALONE.findall(stripped)
     return loose[-1] if loose else None

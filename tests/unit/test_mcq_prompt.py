@@ -83,7 +83,7 @@ PARSE_CASES = [
     ("\\boxed{B} although A also looks fine", "B", "B"),
     ("\\boxed{F} hmm, maybe C", "C", None),
     ("\\boxed{42}", None, None),
-    ("b", None, None),
+    ("b", "B", None),  # a lone lower-case letter: the release upper-cases it
     ("the answer is \\boxed{c}", None, None),
     ("no letter here at all", None, None),
     ("ABC is a triangle", None, None),
