@@ -47,6 +47,19 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any | None, str | N
                 yield lineno, None, f"invalid JSON: {e.msg} at column {e.colno}"
 
 
+def iter_json_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+    """Yield (line_number, object, problem) for each non-blank line: a JSON object, or else the
+    `file:line: field: reason` problem every reader reports for it (bad JSON, not an object)."""
+    for lineno, value, err in iter_json_lines(path):
+        where = f"{path}:{lineno}"
+        if err is not None:
+            yield lineno, None, f"{where}: <line>: {err}"
+        elif not isinstance(value, dict):
+            yield lineno, None, f"{where}: <record>: expected a JSON object, got {type(value).__name__}"
+        else:
+            yield lineno, value, None
+
+
 def validate_jsonl(path: str | Path, model: type[M],
                    id_fields: tuple[str, ...]) -> tuple[list[tuple[M, dict[str, Any]]], list[str]]:
     """Validate every line of `path` against `model`; return ((record, raw dict) pairs, problems).
@@ -61,13 +74,10 @@ def validate_jsonl(path: str | Path, model: type[M],
     records: list[tuple[M, dict[str, Any]]] = []
     problems: list[str] = []
     seen: dict[tuple, int] = {}
-    for lineno, value, err in iter_json_lines(path):
+    for lineno, value, problem in iter_json_objects(path):
         where = f"{path}:{lineno}"
-        if err is not None:
-            problems.append(f"{where}: <line>: {err}")
-            continue
-        if not isinstance(value, dict):
-            problems.append(f"{where}: <record>: expected a JSON object, got {type(value).__name__}")
+        if problem is not None:
+            problems.append(problem)
             continue
         if "verifier_trials" in value:  # it may carry problem fields, but it is not a record of this kind
             problems.append(f"{where}: verifier_trials: this is a results file (one scored proof per line with its "
@@ -100,12 +110,10 @@ def validate_results(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     records, problems = [], []
-    for lineno, value, err in iter_json_lines(path):
+    for lineno, value, problem in iter_json_objects(path):
         where = f"{path}:{lineno}"
-        if err is not None:
-            problems.append(f"{where}: <line>: {err}")
-        elif not isinstance(value, dict):
-            problems.append(f"{where}: <record>: expected a JSON object, got {type(value).__name__}")
+        if problem is not None:
+            problems.append(problem)
         elif not isinstance(value.get("verifier_trials"), list):
             problems.append(f"{where}: verifier_trials: a results record needs a list of verifier passes")
         elif not (value.get("proof_id") or value.get("problem_id")):

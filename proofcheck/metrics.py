@@ -63,19 +63,40 @@ def _share(hits: list[bool], repeats: int | None) -> float:
     return sum(hits) / denom if denom else 0.0
 
 
-def _rough(p: ProofTrials, repeats: int | None = None) -> float:
+def proof_rough(p: ProofTrials, repeats: int | None = None) -> float:
+    """Rough correctness of one proof: the share of its repeats that are valid with the gold polarity.
+
+    A repeat hits when it is valid and accepts a correct proof or rejects an incorrect one (at
+    any step). The per-proof unit of `rough_accuracy`, TPR and TNR, and of their standard errors
+    in training evaluation (`proofcheck.train.callbacks.eval_metrics`), so both use one rule.
+    """
     return _share([t.valid and ((t.first_error_step == -1) == p.is_correct) for t in p.trials], repeats)
 
 
-def _fes_acc(p: ProofTrials, repeats: int | None = None) -> float:
+def proof_first_error_step_accuracy(p: ProofTrials, repeats: int | None = None) -> float:
+    """Share of one proof's repeats that are valid and name its gold first error step (-1: none).
+
+    The per-proof unit of `first_error_step_accuracy` and of its standard error in training
+    evaluation.
+    """
     return _share([t.valid and t.first_error_step == p.first_error_step for t in p.trials], repeats)
+
+
+def proof_valid_rate(p: ProofTrials, repeats: int | None = None) -> float:
+    """Share of one proof's repeats that are valid verifier outputs.
+
+    The per-proof unit of the valid rate's standard error in training evaluation; the
+    `verifier_valid_rate` metric itself pools all trials (equal to the mean of these when
+    `repeats` is fixed).
+    """
+    return _share([t.valid for t in p.trials], repeats)
 
 
 def _verifier_split(proofs: list[ProofTrials], repeats: int | None = None) -> dict[str, float | int | None]:
     pos = [p for p in proofs if p.is_correct]
     neg = [p for p in proofs if not p.is_correct]
-    tpr = _mean([_rough(p, repeats) for p in pos])
-    tnr = _mean([_rough(p, repeats) for p in neg])
+    tpr = _mean([proof_rough(p, repeats) for p in pos])
+    tnr = _mean([proof_rough(p, repeats) for p in neg])
     trials = [t for p in proofs for t in p.trials]
     slots = len(proofs) * repeats if repeats else len(trials)
     out: dict[str, float | int | None] = {
@@ -83,13 +104,13 @@ def _verifier_split(proofs: list[ProofTrials], repeats: int | None = None) -> di
         "n_correct": len(pos),
         "n_incorrect": len(neg),
         "n_trials": len(trials),
-        "rough_accuracy": _mean([_rough(p, repeats) for p in proofs]),
+        "rough_accuracy": _mean([proof_rough(p, repeats) for p in proofs]),
         "rough_tpr": tpr,
         "rough_tnr": tnr,
         "rough_bal_f1": balanced_f1(tpr, tnr),
         "balanced_accuracy": None if tpr is None or tnr is None else (tpr + tnr) / 2,
-        "first_error_step_accuracy": _mean([_fes_acc(p, repeats) for p in proofs]),
-        "first_error_step_accuracy_incorrect": _mean([_fes_acc(p, repeats) for p in neg]),
+        "first_error_step_accuracy": _mean([proof_first_error_step_accuracy(p, repeats) for p in proofs]),
+        "first_error_step_accuracy_incorrect": _mean([proof_first_error_step_accuracy(p, repeats) for p in neg]),
         "verifier_valid_rate": sum(t.valid for t in trials) / slots if slots else None,
     }
     if any(t.meta_score is not None for t in trials):

@@ -26,23 +26,23 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from proofcheck.parsing import finish_reason_from_ids
+
 EVAL_PREFIX = "eval_verify/"
 
 
 def _finish_and_text(tokenizer: Any, ids: list[int], eos_ids: set[int]) -> tuple[str, str]:
-    """(text, finish_reason) of one generated sequence: "stop" iff it contains an EOS token.
+    """(text, finish_reason) of one generated sequence from HF `generate`.
 
-    `generate` fills a finished sequence with padding after its EOS, so cutting at the first
-    EOS is exact; a sequence without one ran out of `max_new_tokens` ("length").
+    `generate` fills a finished sequence with padding after its EOS, so the sequence is cut just
+    after its first EOS; the finish reason is then the core rule, `finish_reason_from_ids` (no
+    token limit given: a sequence without EOS ran out of `max_new_tokens`, "length"). The text is
+    the decoded tokens before the EOS.
     """
-    out: list[int] = []
-    finish = "length"
-    for t in ids:
-        if t in eos_ids:
-            finish = "stop"
-            break
-        out.append(t)
-    return tokenizer.decode(out, skip_special_tokens=True), finish
+    end = next((i + 1 for i, t in enumerate(ids) if t in eos_ids), len(ids))
+    finish = finish_reason_from_ids(ids[:end], eos_ids, None)
+    answer = ids[:end - 1] if finish == "stop" else ids[:end]
+    return tokenizer.decode(answer, skip_special_tokens=True), finish
 
 
 def grade_row(row: dict, passes: list[tuple[str, str]]) -> dict:
@@ -148,22 +148,27 @@ def _bal_f1_se(pos: list[float], neg: list[float], seed: int = 0, resamples: int
 
 def eval_metrics(results: list[dict]) -> dict[str, float | None]:
     """Reward mean and VerifierBench metrics (rough Balanced F1, first-error-step accuracy...), each
-    with its standard error over proofs (`<name>_se`)."""
-    from proofcheck.metrics import ProofTrials, Trial, verifier_metrics
+    with its standard error over proofs (`<name>_se`).
+
+    The per-proof shares behind the standard errors are `proofcheck.metrics`' own per-proof rules
+    (`proof_rough`, ...), over the proofs that have passes, so they match the metrics they qualify.
+    """
+    from proofcheck.metrics import (
+        ProofTrials,
+        Trial,
+        proof_first_error_step_accuracy,
+        proof_rough,
+        proof_valid_rate,
+        verifier_metrics,
+    )
 
     proofs = [ProofTrials(r["proof_id"], r["is_correct"], r["first_error_step"], r["domain"],
                           [Trial(t["valid"], t["first_error_step"]) for t in r["trials"]]) for r in results]
     m = verifier_metrics(proofs)
     scores = [t["score"] for r in results for t in r["trials"] if t["score"] is not None]
-
-    def per_proof(hit: Any, rows: list[dict] = results) -> list[float]:
-        return [sum(hit(r, t) for t in r["trials"]) / len(r["trials"]) for r in rows if r["trials"]]
-
-    def rough(r: dict, t: dict) -> bool:
-        return t["valid"] and ((t["first_error_step"] == -1) == r["is_correct"])
-
-    pos = per_proof(rough, [r for r in results if r["is_correct"]])
-    neg = per_proof(rough, [r for r in results if not r["is_correct"]])
+    tried = [p for p in proofs if p.trials]
+    pos = [proof_rough(p) for p in tried if p.is_correct]
+    neg = [proof_rough(p) for p in tried if not p.is_correct]
     proof_rewards = [sum(t["score"] for t in r["trials"] if t["score"] is not None) / len(r["trials"])
                      for r in results if r["trials"]]
     return {
@@ -177,9 +182,8 @@ def eval_metrics(results: list[dict]) -> dict[str, float | None]:
         "rough_bal_f1_se": _bal_f1_se(pos, neg),
         "rough_tpr_se": _se(pos),
         "rough_tnr_se": _se(neg),
-        "first_error_step_accuracy_se": _se(per_proof(lambda r, t: t["valid"] and
-                                                      t["first_error_step"] == r["first_error_step"])),
-        "valid_rate_se": _se(per_proof(lambda r, t: t["valid"])),
+        "first_error_step_accuracy_se": _se([proof_first_error_step_accuracy(p) for p in tried]),
+        "valid_rate_se": _se([proof_valid_rate(p) for p in tried]),
         "n_proofs": len(results),
         "n_passes": sum(len(r["trials"]) for r in results),
     }

@@ -20,13 +20,14 @@ saving, so GRPO and serving load a plain folder either way; `bf16` trains under 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from proofcheck.data.loaders import DataError, iter_json_objects
 
 LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -39,21 +40,27 @@ def sft_rows(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "completion": [{"role": "assistant", "content": t["gold_verification"]}]} for t in tasks]
 
 
+TASK_FIELDS = ("problem", "steps", "gold_verification")
+
+
 def load_tasks(path: str | Path) -> list[dict[str, Any]]:
-    """Synthetic tasks from a JSONL file (as `proofcheck demo` writes them); each needs `gold_verification`."""
-    tasks = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            t = json.loads(line)
-        except ValueError as e:
-            raise ValueError(f"{path}:{n}: not JSON: {e}") from e
-        missing = [k for k in ("problem", "steps", "gold_verification") if k not in t]
-        if missing:
-            raise ValueError(f"{path}:{n}: missing field(s) {', '.join(missing)} (write the file with "
-                             "proofcheck.data.synth, e.g. `proofcheck data synth`)")
-        tasks.append(t)
+    """Synthetic tasks from a JSONL file (as `proofcheck demo` writes them); each needs `TASK_FIELDS`.
+
+    Lines are read by the data layer's `iter_json_objects` and bad ones reported as its readers do:
+    a `DataError` with one `file:line: field: reason` per issue. A task is not one of the record
+    schemas (`gold_verification` is in none of them), hence this reader rather than `validate_jsonl`.
+    """
+    tasks, problems = [], []
+    for lineno, value, problem in iter_json_objects(path):
+        if problem is not None:
+            problems.append(problem)
+        elif missing := [k for k in TASK_FIELDS if k not in value]:
+            problems += [f"{path}:{lineno}: {k}: missing (write the file with proofcheck.data.synth, "
+                         "e.g. `proofcheck data synth`)" for k in missing]
+        else:
+            tasks.append(value)
+    if problems:
+        raise DataError(problems)
     if not tasks:
         raise ValueError(f"{path}: no tasks")
     return tasks

@@ -10,6 +10,9 @@ from proofcheck.metrics import (
     SubmissionPasses,
     Trial,
     balanced_f1,
+    proof_first_error_step_accuracy,
+    proof_rough,
+    proof_valid_rate,
     prover_metrics,
     verifier_metrics,
 )
@@ -25,6 +28,21 @@ def test_balanced_f1(tpr, tnr, f1):
 
 def T(fes, valid=True, meta=None):
     return Trial(valid, fes if valid else None, meta)
+
+
+# per-proof shares: (gold correct, gold first error, trials, repeats) -> (rough, first-error accuracy, valid rate)
+@pytest.mark.parametrize(("correct", "fes", "trials", "repeats", "shares"), [
+    (True, -1, [T(-1), T(-1), T(1), T(None, valid=False)], None, (2 / 4, 2 / 4, 3 / 4)),
+    (False, 2, [T(2), T(0), T(-1)], None, (2 / 3, 1 / 3, 1.0)),
+    (False, 2, [T(2), T(0)], 4, (2 / 4, 1 / 4, 2 / 4)),     # missing repeats count 0: R is the denominator
+    (False, 1, [T(None, valid=False)], None, (0.0, 0.0, 0.0)),  # an invalid pass never hits
+    (True, -1, [], None, (0.0, 0.0, 0.0)),                   # no passes, no R: 0
+    (True, -1, [], 2, (0.0, 0.0, 0.0)),
+])
+def test_per_proof_shares(correct, fes, trials, repeats, shares):
+    p = ProofTrials("x", correct, fes, "ugd", trials)
+    got = (proof_rough(p, repeats), proof_first_error_step_accuracy(p, repeats), proof_valid_rate(p, repeats))
+    assert got == pytest.approx(shares)
 
 
 def test_verifier_metrics_hand_computed():

@@ -8,6 +8,7 @@ import pytest
 
 from proofcheck.parsing import format_verdict
 from proofcheck.reward.functions import FormatReward, MetaVerifierReward
+from proofcheck.train.callbacks import _finish_and_text
 from proofcheck.verification import parse_pass
 
 TEXT = format_verdict("step 1 is wrong", [(1, "bad")], 1)
@@ -33,3 +34,25 @@ def test_reward_and_serving_agree(ids: list[int], engine_finish: str) -> None:
 def test_completion_ids_without_configuration_is_an_error() -> None:
     with pytest.raises(ValueError, match="configure_truncation"):
         MetaVerifierReward()([TEXT], annotation=[ANN], n_steps=[3], completion_ids=[[1, 2]])
+
+
+class _Tok:
+    """Decodes ids as their numbers, so the test sees exactly which tokens became text."""
+
+    def decode(self, ids: list[int], skip_special_tokens: bool) -> str:
+        return " ".join(map(str, ids))
+
+
+PAD = 0
+
+
+@pytest.mark.parametrize(("ids", "text", "finish"), [
+    ([7, 8, EOS, PAD, PAD], "7 8", "stop"),   # HF generate pads after the EOS: cut at the first one
+    ([7, 8, EOS, 9, EOS], "7 8", "stop"),     # only the first EOS ends the sequence
+    ([7, 8, EOS], "7 8", "stop"),
+    ([EOS, PAD], "", "stop"),
+    ([7, 8, 9, 10], "7 8 9 10", "length"),    # no EOS: max_new_tokens cut it
+    ([], "", "length"),
+])
+def test_hf_generate_evaluation_applies_the_same_eos_rule(ids: list[int], text: str, finish: str) -> None:
+    assert _finish_and_text(_Tok(), ids, {EOS}) == (text, finish)

@@ -1,0 +1,43 @@
+"""The SFT warm-up's task file: read like every JSONL file, bad lines named by file, line and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from proofcheck.data.loaders import DataError
+from proofcheck.train.sft import load_tasks
+
+TASK = {"problem": "Let x_0 = 1 ...", "steps": ["x_1 = 2"], "gold_verification": "<assessment>ok</assessment>"}
+
+
+def test_reads_tasks_and_skips_blank_lines(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(TASK) + "\n\n" + json.dumps({**TASK, "extra": 1}) + "\n", encoding="utf-8")
+    assert load_tasks(path) == [TASK, {**TASK, "extra": 1}]
+
+
+@pytest.mark.parametrize(("lines", "problems"), [
+    (["{not json"], [":1: <line>: invalid JSON"]),
+    ([json.dumps(TASK), "[1, 2]"], [":2: <record>: expected a JSON object, got list"]),
+    (["", json.dumps({"problem": "p", "steps": []})], [":2: gold_verification: missing"]),
+    ([json.dumps({"steps": []}), "7"], [":1: problem: missing", ":1: gold_verification: missing",
+                                         ":2: <record>: expected a JSON object, got int"]),
+])
+def test_bad_lines_name_file_line_and_field(tmp_path: Path, lines: list[str], problems: list[str]) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        load_tasks(path)
+    assert len(e.value.problems) == len(problems)
+    for got, want in zip(e.value.problems, problems, strict=True):
+        assert got.startswith(f"{path}{want}")
+
+
+def test_a_file_without_tasks_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no tasks"):
+        load_tasks(path)
