@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from proofcheck.process import ServiceProcess, free_port
+from proofcheck.serve.engine_args import cpu_env
 
 PASSES = 8
 
@@ -39,7 +40,7 @@ def start_vllm(model: str, workdir: Path, name: str = "tiny", extra: list[str] |
            name, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "4096",
            "--seed", "0", "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768", *(extra or [])]
     vllm = ServiceProcess(cmd, f"http://127.0.0.1:{port}/health", workdir / "vllm.log",
-                          env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+                          env=cpu_env())
     try:
         vllm.wait_ready()
     except Exception:

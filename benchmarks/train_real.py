@@ -1,15 +1,23 @@
-"""Benchmark: a GRPO step on the real SmolLM2-135M, HF generate vs vLLM colocate, and its MFU.
+"""Benchmark: GRPO steps on the real SmolLM2-135M (HF generate vs vLLM colocate, LoRA and full) and
+the held-out evaluation inside training (HF generate vs the trainer's vLLM engine), with MFU.
 
-Runs `train/grpo.py --config configs/grpo/smollm2-cpu.yaml` (LoRA on the top layers, bf16
-autocast) twice on the same small synthetic dataset, seed and sizes, once with plain
-transformers generation (`--use_vllm false`, the baseline) and once with vLLM colocate, and
-reads each run's `run_summary.json` `step_split_s` (median seconds per step of generation,
-weight sync, reward and the rest: log-probs, loss, backward, optimizer; the first step excluded).
-`train.colocate_vs_hf_generate` = HF generation time / vLLM generation time.
-The model-FLOPs utilisation of the optimisation part: model FLOPs of forward + backward per
-token (`roofline.train_flops_per_token`; LoRA: activation gradients through the trained top
-layers only) x tokens per step (TRL's `num_tokens`) / its seconds / the bf16 matmul peak
-measured in the same run.
+Runs `train/grpo.py` four times on the same small synthetic dataset, seed and sizes:
+{LoRA as `configs/grpo/smollm2-cpu.yaml` ships it (top layers, bf16 autocast), full fine-tuning
+(the same recipe with `use_peft: false`)} x {plain transformers generation (`--use_vllm false`,
+the baseline), vLLM colocate}. Each run's `run_summary.json` `step_split_s` gives the median seconds
+per step of generation, weight sync, reward and the rest (log-probs, loss, backward, optimizer;
+the first step excluded).
+`train.colocate_vs_hf_generate` = HF generation time / vLLM generation time (the LoRA recipe).
+
+The held-out evaluation (`VerifierEvalCallback`, k passes per proof at the end of training) runs
+in the two LoRA runs on the same rows and seed: in the HF run through `model.generate` (what the
+trainer did before, even with `use_vllm` on) and in the vLLM run through the trainer's colocated
+engine (what it does now). `train.eval_vllm_speedup` = HF seconds / vLLM seconds.
+
+The model-FLOPs utilisation of the optimisation part: model FLOPs of forward + backward per token
+(`roofline.train_flops_per_token`; LoRA: activation gradients through the trained top layers only;
+full: weight and activation gradients everywhere) x tokens per step (TRL's `num_tokens`) / its
+seconds / the bf16 matmul peak measured in the same run.
 
     .venv/bin/python benchmarks/train_real.py [--quick] [--model DIR] [--steps N]
 """
@@ -30,6 +38,8 @@ from typing import Any
 from _figures import REPO, emit, real_model
 
 RECIPE = REPO / "configs" / "grpo" / "smollm2-cpu.yaml"
+FULL_LR = 1e-5  # full fine-tuning's learning rate (the LoRA recipe's 3e-4 is an adapter's)
+BACKENDS = (("hf", False, "HF generate"), ("vllm", True, "vLLM colocate"))
 
 
 def log_rows(stdout: str) -> list[dict[str, Any]]:
@@ -60,16 +70,32 @@ def recipe_lora_layers(recipe: Path) -> tuple[bool, int | None]:
     return bool(cfg.get("use_peft")), cfg.get("lora_layers")
 
 
+def full_recipe(recipe: Path, out: Path) -> Path:
+    """`recipe` turned into full fine-tuning: no adapter, no `lora_layers`, a full-model learning rate."""
+    import yaml
+
+    cfg = yaml.safe_load(recipe.read_text()) or {}
+    for key in ("lora_layers", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"):
+        cfg.pop(key, None)
+    cfg.update(use_peft=False, save_adapter=False, save_merged=True, learning_rate=FULL_LR)
+    out.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return out
+
+
 def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, generations: int,
-                completion: int, recipe: Path = RECIPE, extra: list[str] | None = None) -> dict[str, Any]:
-    """One short GRPO run; its step split and tokens per step. `extra`: more recipe overrides."""
+                completion: int, recipe: Path = RECIPE, extra: list[str] | None = None,
+                eval_proofs: int = 0, eval_passes: int = 4) -> dict[str, Any]:
+    """One short GRPO run: its step split, tokens per step and (with `eval_proofs`) its final
+    held-out evaluation. `extra`: more recipe overrides."""
     cmd = [sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(recipe),
            "--model_name_or_path", str(model), "--output_dir", str(out), "--max_steps", str(steps),
-           "--eval_max_samples", "0", "--eval_at_start", "false", "--synthetic_count", str(max(4 * batch, 32)),
+           "--synthetic_count", str(max(4 * batch, 8 * eval_proofs, 32)), "--eval_fraction", "0.2",
+           "--eval_max_samples", str(eval_proofs), "--eval_passes", str(eval_passes),
+           "--eval_max_new_tokens", str(completion), "--eval_at_start", "false", "--eval_every_steps", "0",
            "--per_device_train_batch_size", str(batch), "--num_generations", str(generations),
-           "--max_completion_length", str(completion), "--save_merged", "false", "--save_adapter", "true",
-           "--use_vllm", "true" if use_vllm else "false", "--logging_steps", "1", "--disable_tqdm", "true", "--report_to", "none",
-           *(extra or [])]
+           "--max_completion_length", str(completion),
+           "--use_vllm", "true" if use_vllm else "false", "--logging_steps", "1", "--disable_tqdm", "true",
+           "--report_to", "none", *(extra or [])]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     if proc.returncode != 0:
         raise SystemExit(f"GRPO run ({'vLLM colocate' if use_vllm else 'HF generate'}) failed "
@@ -78,72 +104,141 @@ def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, 
     seen = [r["num_tokens"] for r in log_rows(proc.stdout) if isinstance(r.get("num_tokens"), float)]
     # transformers prints floats to 4 significant digits: per-step differences are good to ~0.1%
     per_step = [b - a for a, b in zip(seen, seen[1:], strict=False)] or seen[:1]
-    return {"split": summary["step_split_s"], "tokens_per_step": statistics.median(per_step) if per_step else None}
+    return {"split": summary["step_split_s"], "tokens_per_step": statistics.median(per_step) if per_step else None,
+            "eval": summary.get("eval")}
+
+
+def mfu(row: dict[str, Any], shape: Any, batch: int, peft: bool, lora_layers: int | None, peak: float) -> float | None:
+    """Model FLOPs of the optimisation part / its seconds / the bf16 matmul peak."""
+    from roofline import train_flops_per_token
+
+    tok, train_s = row["tokens_per_step"], row["split"]["train"]
+    if not tok or not train_s:
+        return None
+    flops = tok * train_flops_per_token(shape, tok / batch / 2, backprop_layers=lora_layers if peft else None,
+                                        weight_grads=not peft)
+    return flops / train_s / peak
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="3 steps (2 timed), 8 completions of <= 64 tokens per step, "
+                    "16 held-out proofs")
+    ap.add_argument("--model", help="model folder (default: runs/smollm2, built with `proofcheck model smollm2`)")
+    ap.add_argument("--steps", type=int, help="GRPO steps per run, the first not timed (default 5, quick 3)")
+    ap.add_argument("--batch", type=int, help="completions per step (default 16, quick 8)")
+    ap.add_argument("--generations", type=int, default=4, help="completions per prompt")
+    ap.add_argument("--completion-length", type=int, help="max_completion_length, also the evaluation's "
+                    "max new tokens (default 160, quick 64)")
+    ap.add_argument("--eval-proofs", type=int, help="held-out proofs evaluated at the end of the LoRA runs "
+                    "(default 32, quick 16; 0 skips the evaluation comparison)")
+    ap.add_argument("--eval-passes", type=int, default=4, help="passes per held-out proof")
+    ap.add_argument("--recipe", default=str(RECIPE), help="GRPO recipe YAML with LoRA (default: the SmolLM2 CPU "
+                    "recipe); the full fine-tuning runs use it with use_peft: false")
+    ap.add_argument("--no-full", action="store_true", help="skip the two full fine-tuning runs")
+    ap.add_argument("--train-arg", action="append", default=[], metavar="FLAG=VALUE",
+                    help="more overrides for every run, repeatable, e.g. --train-arg gradient_accumulation_steps=1 "
+                         "(a list: --train-arg 'mix_ratios=0.5 0.0 0.5')")
+    return ap.parse_args()
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="3 steps (2 timed), 8 completions of <= 64 tokens per step")
-    ap.add_argument("--model", help="model folder (default: runs/smollm2, built with `proofcheck model smollm2`)")
-    ap.add_argument("--steps", type=int, help="GRPO steps per backend, the first not timed (default 5, quick 3)")
-    ap.add_argument("--batch", type=int, help="completions per step (default 16, quick 8)")
-    ap.add_argument("--generations", type=int, default=4, help="completions per prompt")
-    ap.add_argument("--completion-length", type=int, help="max_completion_length (default 160, quick 64)")
-    ap.add_argument("--recipe", default=str(RECIPE), help="GRPO recipe YAML (default: the SmolLM2 CPU recipe)")
-    ap.add_argument("--train-arg", action="append", default=[], metavar="FLAG=VALUE",
-                    help="more recipe overrides, repeatable, e.g. --train-arg gradient_accumulation_steps=1 "
-                         "(a list: --train-arg 'mix_ratios=0.5 0.0 0.5')")
-    args = ap.parse_args()
+    args = parse_args()
     extra = [x for item in args.train_arg for x in (f"--{item.partition('=')[0]}", *item.partition("=")[2].split())]
     steps = args.steps or (3 if args.quick else 5)
     batch = args.batch or (8 if args.quick else 16)
     completion = args.completion_length or (64 if args.quick else 160)
-    from roofline import Shape, current_device, measure_machine, train_flops_per_token
+    eval_proofs = args.eval_proofs if args.eval_proofs is not None else (16 if args.quick else 32)
+    from roofline import Shape, current_device, measure_machine
     from transformers import AutoConfig
 
     model = real_model(args.model)
     recipe = Path(args.recipe)
+    peft, lora_layers = recipe_lora_layers(recipe)
+    if not peft:
+        raise SystemExit(f"--recipe {recipe}: use_peft is not true; give a LoRA recipe (the full fine-tuning runs "
+                         "are derived from it)")
     shape = Shape.from_config(AutoConfig.from_pretrained(model))
     machine = measure_machine(threads=2, quick=args.quick, device=current_device())
+    peak = machine["matmul_bf16_flop_s"]
     work = Path(tempfile.mkdtemp(prefix="bench-train-real-"))
-    rows = {name: run_backend(model, work / name, use_vllm, steps, batch, args.generations, completion, recipe, extra)
-            for name, use_vllm in (("hf", False), ("vllm", True))}
-    hf, vl = rows["hf"]["split"], rows["vllm"]["split"]
-    ratio = hf["generation"] / vl["generation"] if vl["generation"] else None
-    peft, lora_layers = recipe_lora_layers(recipe)  # LoRA on the top N layers: the backward pass stops there
-    mfu: dict[str, float | None] = {}
-    for name, r in rows.items():
-        tok = r["tokens_per_step"]
-        if tok and r["split"]["train"]:
-            seq = tok / batch
-            flops = tok * train_flops_per_token(shape, seq / 2, backprop_layers=lora_layers if peft else None,
-                                                weight_grads=not peft)
-            mfu[name] = flops / r["split"]["train"] / machine["matmul_bf16_flop_s"]
-        else:
-            mfu[name] = None
-    emit({"train.colocate_vs_hf_generate": round(ratio, 3) if ratio else None,
-          "train.hf_step_split_s": hf, "train.vllm_step_split_s": vl,
-          "train.tokens_per_step": rows["vllm"]["tokens_per_step"],
-          "train.mfu_hf": round(mfu["hf"], 4) if mfu["hf"] is not None else None,
-          "train.mfu_vllm": round(mfu["vllm"], 4) if mfu["vllm"] is not None else None})
-    depth = ("full fine-tuning" if not peft else f"LoRA on the top {lora_layers} layers" if lora_layers
-             else "LoRA on every layer")
-    print(f"\n### train_real: GRPO on {model.name} ({shape.params / 1e6:.0f} M params; {recipe.name}: {depth}); "
-          f"median of {max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens per step\n")
-    print("| generation | generation s | weight sync s | reward s | log-probs+backward+optimizer s | total s "
-          "| tokens/step | MFU of the optimisation part | generation vs vLLM |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, label in (("hf", "HF generate (baseline)"), ("vllm", "vLLM colocate")):
-        s, r = rows[name]["split"], rows[name]
-        m = f"{mfu[name]:.3f}" if mfu[name] is not None else "n/a"
-        tok = f"{r['tokens_per_step']:.0f}" if r["tokens_per_step"] else "n/a"
-        print(f"| {label} | {s['generation']:.2f} | {s['weight_sync']:.2f} | {s['reward']:.3f} | {s['train']:.2f} "
-              f"| {s['total']:.2f} | {tok} | {m} "
-              f"| {s['generation'] / vl['generation']:.2f}x |")
-    print(f"\nMFU against the bf16 matmul peak measured now ({machine['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s, "
-          f"{machine['device']}); model FLOPs: forward 2/weight + attention, backward "
-          + ("1/weight through the LoRA layers (activation gradients only)." if peft else "4/weight (full)."))
+    variants = [("lora", recipe, True)] + ([] if args.no_full else [("full", full_recipe(recipe, work / "full.yaml"), False)])
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for variant, vrecipe, is_peft in variants:
+        for name, use_vllm, _ in BACKENDS:
+            r = run_backend(model, work / f"{variant}-{name}", use_vllm, steps, batch, args.generations, completion,
+                            vrecipe, (["--save_merged", "false", "--save_adapter", "true"] if is_peft else []) + extra,
+                            eval_proofs=eval_proofs if variant == "lora" else 0,
+                            eval_passes=args.eval_passes)
+            r["mfu"] = mfu(r, shape, batch, is_peft, lora_layers, peak)
+            rows[(variant, name)] = r
+    figures = figures_of(rows, eval_proofs, args.eval_passes, completion)
+    emit(figures)
+    print_tables(rows, figures, model, shape, recipe, lora_layers, steps, batch, completion, machine)
     return 0
+
+
+def _gen_ratio(rows: dict[tuple[str, str], dict[str, Any]], variant: str) -> float | None:
+    if (variant, "vllm") not in rows:
+        return None
+    hf, vl = rows[(variant, "hf")]["split"]["generation"], rows[(variant, "vllm")]["split"]["generation"]
+    return round(hf / vl, 3) if vl else None
+
+
+def figures_of(rows: dict[tuple[str, str], dict[str, Any]], eval_proofs: int, eval_passes: int,
+               completion: int) -> dict[str, Any]:
+    """The fixed JSON keys: the LoRA recipe's figures under the names run_all requires, full FT beside."""
+    def r4(x: float | None) -> float | None:
+        return round(x, 4) if x is not None else None
+
+    out: dict[str, Any] = {"train.colocate_vs_hf_generate": _gen_ratio(rows, "lora"),
+                           "train.tokens_per_step": rows[("lora", "vllm")]["tokens_per_step"]}
+    for (variant, name), r in rows.items():
+        tag = name if variant == "lora" else f"full_{name}"
+        out[f"train.{tag}_step_split_s"] = r["split"]
+        out[f"train.mfu_{tag}"] = r4(r["mfu"])
+    if ("full", "vllm") in rows:
+        out["train.full_colocate_vs_hf_generate"] = _gen_ratio(rows, "full")
+    hf_eval, vl_eval = rows[("lora", "hf")]["eval"], rows[("lora", "vllm")]["eval"]
+    if eval_proofs and hf_eval and vl_eval:
+        out.update({"train.eval_proofs": eval_proofs, "train.eval_passes": eval_passes,
+                    "train.eval_max_new_tokens": completion,
+                    "train.eval_hf_generate_s": hf_eval["seconds"], "train.eval_vllm_s": vl_eval["seconds"],
+                    "train.eval_vllm_speedup": round(hf_eval["seconds"] / vl_eval["seconds"], 3)})
+    return out
+
+
+def print_tables(rows: dict[tuple[str, str], dict[str, Any]], figures: dict[str, Any], model: Path, shape: Any,
+                 recipe: Path, lora_layers: int | None, steps: int, batch: int, completion: int,
+                 machine: dict[str, Any]) -> None:
+    lora = f"LoRA on the top {lora_layers} layers" if lora_layers else "LoRA on every layer"
+    print(f"\n### train_real: GRPO on {model.name} ({shape.params / 1e6:.0f} M params; {recipe.name}: {lora}, and "
+          f"full fine-tuning); median of {max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of "
+          f"<= {completion} tokens per step\n")
+    print("| training | generation | generation s | weight sync s | reward s | log-probs+backward+optimizer s "
+          "| total s | tokens/step | MFU of the optimisation part | generation vs vLLM |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (variant, name), r in rows.items():
+        s = r["split"]
+        vl = rows[(variant, "vllm")]["split"]["generation"]
+        m = f"{r['mfu']:.3f}" if r["mfu"] is not None else "n/a"
+        tok = f"{r['tokens_per_step']:.0f}" if r["tokens_per_step"] else "n/a"
+        label = dict((n, lab) for n, _, lab in BACKENDS)[name] + (" (baseline)" if name == "hf" else "")
+        print(f"| {lora if variant == 'lora' else 'full fine-tuning'} | {label} | {s['generation']:.2f} "
+              f"| {s['weight_sync']:.2f} | {s['reward']:.3f} | {s['train']:.2f} | {s['total']:.2f} | {tok} | {m} "
+              f"| {s['generation'] / vl:.2f}x |")
+    print(f"\nMFU against the bf16 matmul peak measured now ({machine['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s, "
+          f"{machine['device']}); model FLOPs: forward 2/weight + attention; backward 1/weight through the LoRA "
+          "layers (activation gradients only), 4/weight for full fine-tuning.")
+    if "train.eval_vllm_speedup" in figures:
+        f = figures
+        print(f"\nHeld-out evaluation inside training ({lora}), at the end of the run: {f['train.eval_proofs']} proofs "
+              f"x {f['train.eval_passes']} passes, <= {f['train.eval_max_new_tokens']} new tokens, same rows and seed\n")
+        print("| evaluation generates with | seconds | ratio |\n|---|---:|---:|")
+        print(f"| HF `generate` on the policy (before: also with `use_vllm` on) | {f['train.eval_hf_generate_s']:.1f} "
+              f"| 1.00 |")
+        print(f"| the trainer's colocated vLLM engine (now, with `use_vllm` + colocate) | {f['train.eval_vllm_s']:.1f} "
+              f"| {f['train.eval_vllm_speedup']:.2f}x faster |")
 
 
 if __name__ == "__main__":
