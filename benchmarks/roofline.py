@@ -156,12 +156,15 @@ def measure_machine(threads: int = 2, quick: bool = False, device: str = "cpu") 
     """Bandwidth (bytes/s) and bf16 / fp32 matmul peaks (FLOP/s) of this machine (or GPU), now.
 
     On a GPU the copy is 4 GiB and the matmul 8192x8192 (a 2048 matmul does not fill an H200)."""
-    reps = 3 if quick else 7
+    # best of many: a shared VM's neighbours only ever slow a repeat down, and a peak measured low
+    # would flatter every achieved/peak ratio (one 3-repeat bf16 figure came out 459 GFLOP/s
+    # minutes after another gave 752). A 2048 matmul is ~25 ms in bf16, ~100 ms in fp32 here.
+    reps = 5 if quick else 9
     gpu = device.startswith("cuda")
     mib, n = (4096, 8192) if gpu else (512 if quick else 1024, 2048)
     out = {"bandwidth_B_s": measure_bandwidth(mib, reps, threads, device),
-           "matmul_bf16_flop_s": measure_matmul("bfloat16", n, reps, threads, device),
-           "matmul_fp32_flop_s": measure_matmul("float32", n, reps, threads, device),
+           "matmul_bf16_flop_s": measure_matmul("bfloat16", n, 4 * reps, threads, device),
+           "matmul_fp32_flop_s": measure_matmul("float32", n, 4 * reps, threads, device),
            "threads": threads, "device": device, "matmul_n": n}
     if gpu:  # hand the cached blocks back: a vLLM engine started next sizes itself from the free memory
         import torch
