@@ -251,7 +251,7 @@ def main() -> int:
         return 0
 
     from _figures import emit, real_model
-    from roofline import SMOLLM2_135M, Shape, current_device, decode_roofline, measure_machine
+    from roofline import SMOLLM2_135M, Shape, best_of, current_device, decode_roofline, measure_machine
     from transformers import AutoConfig
 
     model = str(real_model(args.model))
@@ -264,6 +264,10 @@ def main() -> int:
     tasks = tasks_for(n_proofs)
     stage = inprocess_stage if args.service == "inprocess" else serve_stage
     s = stage(model, tasks, max_tokens, repeats, min(args.naive_proofs or n_proofs, n_proofs))
+    # measured again once the engines are gone: one measurement here came out at half the peak
+    # that roofline.py measured a minute earlier, which would flatter decode_vs_roofline
+    before, after = machine, measure_machine(threads=2, quick=args.quick, device=device)
+    machine = best_of(before, after)
     b, c, d, e = s["b"], s["c"], s["d"], s["e"]
     vps = {k: r["n"] / r["wall_s"] for k, r in (("a", a), ("b", b), ("c", c), ("d", d))}
     context = a["prompt_tokens_mean"] + max_tokens / 2
@@ -286,6 +290,8 @@ def main() -> int:
         "serve.decode_batch": a["batch"],
         "serve.decode_roofline_tok_s": round(roof["roofline_tok_s"], 1),
         "serve.decode_roofline_bound": roof["bound"],
+        "serve.roofline_bandwidth_GB_s": round(machine["bandwidth_B_s"] / 1e9, 1),
+        "serve.roofline_bf16_GFLOP_s": round(machine["matmul_bf16_flop_s"] / 1e9, 1),
         "serve.decode_vs_roofline": round(a["decode_tok_s"] / roof["roofline_tok_s"], 3),
     }
     emit(figures)
@@ -311,7 +317,8 @@ def main() -> int:
           f"{a['decode_tok_s']:.0f} tok/s (prefill {a['prefill_s']:.1f} s timed apart); roofline "
           f"{roof['roofline_tok_s']:.0f} tok/s ({roof['bound']} bound: bandwidth {roof['bandwidth_bound_tok_s']:.0f}, "
           f"compute {roof['compute_bound_tok_s']:.0f}) from {machine['bandwidth_B_s'] / 1e9:.1f} GB/s and "
-          f"{machine['matmul_bf16_flop_s'] / 1e9:.0f} bf16 GFLOP/s measured now: "
+          f"{machine['matmul_bf16_flop_s'] / 1e9:.0f} bf16 GFLOP/s measured before and after the engines (best of "
+          f"{before['matmul_bf16_flop_s'] / 1e9:.0f} and {after['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s): "
           f"**{figures['serve.decode_vs_roofline']:.2f} of the roofline** (goal >= 0.5)")
     return 0 if b["errors"] == 0 and d["errors"] == 0 else 1
 
