@@ -8,8 +8,9 @@
 2. `serve_real.py --model` on it: raw vLLM engine vs `proofcheck serve` vs a naive loop, early
    reject, n=8 vs 8 x n=1, decode vs this GPU's roofline (bandwidth and bf16 matmul measured on
    the GPU in the same run).
-3. `train_real.py --model --recipe configs/grpo/qwen3-8b-lora-1gpu.yaml`: GRPO step split, HF
-   generate vs vLLM colocate (LoRA), MFU against the measured bf16 peak.
+3. `train_real.py --model --recipe configs/grpo/qwen3-8b-lora-1gpu.yaml --no-full`: GRPO step
+   split, HF generate vs vLLM colocate (LoRA), MFU against the measured bf16 peak, and the held-out
+   evaluation on HF `generate` vs the trainer's vLLM engine (16 proofs x 4 passes).
 Writes `<out>/gpu_check.json` with the keys `run_all.py --json` writes (`model`,
 `serve.service_vs_engine`, ..., `train.colocate_vs_hf_generate`) and prints the Markdown tables.
 Skips (exit 0, says why) when no CUDA device is present.
@@ -97,6 +98,8 @@ def main() -> int:
                                   str(args.naive_proofs)], env, out / "serve_real.log"),
         run_script("train_real", ["--model", str(model_dir), "--recipe",
                                   str(REPO / "configs/grpo/qwen3-8b-lora-1gpu.yaml"), "--steps", str(args.grpo_steps),
+                                  "--no-full",  # full fine-tuning of 8B with AdamW needs > 128 GB: not on one H200
+                                  "--eval-proofs", "16",
                                   "--batch", "16", "--generations", "8", "--completion-length", "256",
                                   "--train-arg", f"expert_files={REPO / 'data/samples/annotated.jsonl'}",
                                   "--train-arg", "mix_ratios=0.5 0.0 0.5",  # shipped expert + synthetic rows

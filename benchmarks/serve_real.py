@@ -51,7 +51,8 @@ def tasks_for(n: int) -> list[dict]:
 
 def engine_stage(model: str, n_proofs: int, max_tokens: int, repeats: int = 1) -> dict[str, Any]:
     """(a) and the decode measurement on an in-process `vllm.LLM` (run in a child process); (a)'s
-    wall time is the median of `repeats` runs (same seeds, so the same tokens each time)."""
+    wall time is the median of `repeats` runs with the same seeds, its tokens the last run's (bf16
+    results depend a little on how requests are batched, so seeded runs can differ by a few tokens)."""
     from vllm import LLM, SamplingParams
 
     from proofcheck.protocol import verifier_messages
