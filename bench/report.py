@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.io import write_json_atomic, write_text_atomic
+from proofcheck.rundir import missing_in_words
 
 
 def _fmt(v: Any) -> str:
@@ -43,9 +44,7 @@ def _incomplete_note(summary: dict[str, Any]) -> list[str]:
     """A warning paragraph for an incomplete run (its scores are withheld, as the release does)."""
     if summary.get("complete", True):
         return []
-    what = ", ".join(f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records",
-                                                                      "grader_failures") if summary.get(k))
-    return [f"**Incomplete run** ({what}): scores of incomplete splits are withheld (–); rerun with `--resume`.", ""]
+    return [f"**Incomplete run** ({missing_in_words(summary)}): scores of incomplete splits are withheld (–); rerun with `--resume`.", ""]
 
 
 def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:

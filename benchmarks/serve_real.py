@@ -231,11 +231,12 @@ def serve_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int, na
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="4 proofs, 64 tokens, 3 repeats (~7 min on 2 cores)")
+    ap.add_argument("--quick", action="store_true", help="4 proofs, 64 tokens, 3 repeats (~5 min on 2 cores)")
     ap.add_argument("--model", help="model folder (default: runs/smollm2, built with `proofcheck model smollm2`)")
     ap.add_argument("--proofs", type=int, help="proofs per mode (default 16, quick 4)")
     ap.add_argument("--max-tokens", type=int, help="max tokens per pass (default 256, quick 64)")
-    ap.add_argument("--repeats", type=int, help="(e) repeats (default 5, quick 3)")
+    ap.add_argument("--repeats", type=int, help="runs of (a) and (b) (their medians are reported) and of "
+                    "(e) (default 5, quick 3)")
     ap.add_argument("--naive-proofs", type=int, help="(c) runs on the first N proofs only (a rate per proof; "
                     "default all): one pass at a time is slow")
     ap.add_argument("--service", choices=("inprocess", "endpoint"), default="inprocess",

@@ -39,7 +39,8 @@ from _figures import REPO, emit, real_model
 
 RECIPE = REPO / "configs" / "grpo" / "smollm2-cpu.yaml"
 FULL_LR = 1e-5  # full fine-tuning's learning rate (the LoRA recipe's 3e-4 is an adapter's)
-BACKENDS = (("hf", False, "HF generate"), ("vllm", True, "vLLM colocate"))
+BACKENDS = (("hf", False), ("vllm", True))
+BACKEND_LABELS = {"hf": "HF generate (baseline)", "vllm": "vLLM colocate"}
 
 
 def log_rows(stdout: str) -> list[dict[str, Any]]:
@@ -165,7 +166,7 @@ def main() -> int:
     variants = [("lora", recipe, True)] + ([] if args.no_full else [("full", full_recipe(recipe, work / "full.yaml"), False)])
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for variant, vrecipe, is_peft in variants:
-        for name, use_vllm, _ in BACKENDS:
+        for name, use_vllm in BACKENDS:
             r = run_backend(model, work / f"{variant}-{name}", use_vllm, steps, batch, args.generations, completion,
                             vrecipe, (["--save_merged", "false", "--save_adapter", "true"] if is_peft else []) + extra,
                             eval_proofs=eval_proofs if variant == "lora" else 0,
@@ -223,8 +224,7 @@ def print_tables(rows: dict[tuple[str, str], dict[str, Any]], figures: dict[str,
         vl = rows[(variant, "vllm")]["split"]["generation"]
         m = f"{r['mfu']:.3f}" if r["mfu"] is not None else "n/a"
         tok = f"{r['tokens_per_step']:.0f}" if r["tokens_per_step"] else "n/a"
-        label = dict((n, lab) for n, _, lab in BACKENDS)[name] + (" (baseline)" if name == "hf" else "")
-        print(f"| {lora if variant == 'lora' else 'full fine-tuning'} | {label} | {s['generation']:.2f} "
+        print(f"| {lora if variant == 'lora' else 'full fine-tuning'} | {BACKEND_LABELS[name]} | {s['generation']:.2f} "
               f"| {s['weight_sync']:.2f} | {s['reward']:.3f} | {s['train']:.2f} | {s['total']:.2f} | {tok} | {m} "
               f"| {s['generation'] / vl:.2f}x |")
     print(f"\nMFU against the bf16 matmul peak measured now ({machine['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s, "

@@ -78,6 +78,12 @@ def completeness(records: list[dict[str, Any]], expected: int | None, grader_fai
             **extra, "endpoint_errors": endpoint_error_counts(records)}
 
 
+def missing_in_words(summary: dict[str, Any]) -> str:
+    """What keeps a run incomplete, from its `completeness` keys: "2 errored passes, 1 missing records"."""
+    return ", ".join(f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records",
+                                                                      "grader_failures") if summary.get(k))
+
+
 class RunDirError(ValueError):
     """The output folder cannot be used as asked (existing run, manifest mismatch)."""
 

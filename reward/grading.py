@@ -159,22 +159,17 @@ def summarise(rows: list[Mapping[str, Any]], expected: int | None = None) -> dic
     None while the grading is incomplete, as the release gives no score for an incomplete run
     (`mean_score_so_far` keeps the partial mean for progress).
     """
+    from proofcheck.rundir import completeness
+
     scores = [r["score"] for r in rows if r.get("score") is not None]
-    failures = sum(1 for r in rows if r.get("grader_error"))
-    errored = [r for r in rows if r.get("grader_error") and r.get("endpoint_error")]
-    by_status: dict[str, int] = {}
-    examples: dict[str, str] = {}
-    for r in errored:
-        k = str(r.get("error_status"))
-        by_status[k] = by_status.get(k, 0) + 1
-        examples.setdefault(k, str(r["grader_error"])[:200])
-    missing = max((expected or 0) - len(rows), 0)
-    complete = not (failures or missing)
+    # each grade row as a record of one judge call: an errored pass when the endpoint failed it
+    calls = [{"verifier_passes": [{"status": "error" if r.get("grader_error") and r.get("endpoint_error") else "ok",
+                                   "error_status": r.get("error_status"), "error": r.get("grader_error")}]}
+             for r in rows]
+    status = completeness(calls, expected, grader_failures=sum(1 for r in rows if r.get("grader_error")))
     partial = fmean(scores) if scores else None
-    return {"n_outputs": len(rows), "levels": level_counts(rows), "mean_score": partial if complete else None,
-            "mean_score_so_far": partial, "complete": complete, "grader_failures": failures,
-            "errored_passes": len(errored), "missing_records": missing, "expected_records": expected,
-            "endpoint_errors": {"by_status": by_status, "examples": examples}}
+    return {"n_outputs": len(rows), "levels": level_counts(rows),
+            "mean_score": partial if status["complete"] else None, "mean_score_so_far": partial, **status}
 
 
 def _load_pairs(data: str | Path, outputs: str | Path) -> list[tuple[Any, Any]]:

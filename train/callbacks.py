@@ -72,12 +72,12 @@ def verify_rows_vllm(llm: Any, tokenizer: Any, rows: list[dict], *, passes: int,
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
+    from proofcheck.protocol import answer_regex
+
     prompts = [{"prompt_token_ids": tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True,
                                                                   tokenize=True, return_dict=True,
                                                                   **(chat_template_kwargs or {}))["input_ids"]}
                for r in rows]
-    from proofcheck.protocol import answer_regex
-
     params = [SamplingParams(n=passes, temperature=temperature, top_p=1.0, top_k=0, max_tokens=max_new_tokens,
                              seed=seed + i, structured_outputs=StructuredOutputsParams(regex=answer_regex(r["n_steps"]))
                              if constrain_format else None) for i, r in enumerate(rows)]
@@ -189,14 +189,12 @@ def eval_metrics(results: list[dict]) -> dict[str, float | None]:
     }
 
 
-# --- the chat template's switches (issue 16): evaluation renders prompts as training does ---
 def template_kwargs(trainer: Any) -> dict[str, Any]:
-    """GRPOConfig's `chat_template_kwargs` (e.g. Qwen3's `{"enable_thinking": true}`), which TRL
-    applies to every training prompt: the held-out evaluation uses the same, so a thinking
-    verifier is evaluated thinking, with `eval_max_new_tokens` as its budget."""
-    kwargs = getattr(trainer, "chat_template_kwargs", None) or getattr(trainer.args, "chat_template_kwargs", None)
-    return dict(kwargs) if isinstance(kwargs, dict) else {}
-# --- end: chat template switches ---
+    """The chat template's switches TRL applies to every training prompt (GRPOTrainer's
+    `chat_template_kwargs`, parsed from GRPOConfig's; e.g. Qwen3's `{"enable_thinking": true}`): the
+    held-out evaluation uses the same, so a thinking verifier is evaluated thinking, with
+    `eval_max_new_tokens` as its budget."""
+    return dict(trainer.chat_template_kwargs)
 
 
 def colocated_llm(trainer: Any) -> Any:

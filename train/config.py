@@ -229,6 +229,11 @@ def _check_model_folder(path: str, build: str | None) -> list[str]:
     return [f"model_name_or_path: {path}: no such model folder; {fix}"]
 
 
+def top_layers(n_layers: int, k: int) -> list[int]:
+    """Indices of the top `k` of `n_layers` transformer layers (peft `layers_to_transform` for `lora_layers`)."""
+    return list(range(max(0, n_layers - k), n_layers))
+
+
 def check_compatible(script: ProofcheckScriptArguments, training: Any, model: Any) -> None:
     """Cross-checks between our arguments, `GRPOConfig` (`training`) and `ModelConfig` (`model`).
 

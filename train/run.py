@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.io import write_json_atomic
-from proofcheck.train.config import ConfigError, ProofcheckScriptArguments
+from proofcheck.train.config import ConfigError, ProofcheckScriptArguments, top_layers
 from proofcheck.train.data import TrainingData, build_training_data, to_dataset
 
 SUMMARY_FILE = "run_summary.json"
@@ -150,7 +150,7 @@ def peft_config(script: ProofcheckScriptArguments, model_args: Any) -> Any:
         from transformers import AutoConfig
 
         n = AutoConfig.from_pretrained(model_args.model_name_or_path).num_hidden_layers
-        config.layers_to_transform = list(range(max(0, n - script.lora_layers), n))
+        config.layers_to_transform = top_layers(n, script.lora_layers)
     return config
 
 

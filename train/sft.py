@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.data.loaders import DataError, iter_json_objects
+from proofcheck.train.config import top_layers
 
 LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -117,8 +118,7 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     if lora_r > 0:
         from peft import LoraConfig, get_peft_model
 
-        n = net.config.num_hidden_layers
-        layers = list(range(n - lora_layers, n)) if lora_layers else None
+        layers = top_layers(net.config.num_hidden_layers, lora_layers) if lora_layers else None
         net = get_peft_model(net, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules=LORA_MODULES,
                                              layers_to_transform=layers, lora_dropout=0.0, task_type="CAUSAL_LM"))
     net.train()

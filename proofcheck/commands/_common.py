@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TextIO
 
 
@@ -33,6 +34,37 @@ def add_command(sub: Any, name: str, help: str, description: str | None = None) 
     return sub.add_parser(name, help=help, description=description or help, formatter_class=HelpFormatter)
 
 
+def add_chat_template_kwargs(p: argparse.ArgumentParser) -> None:
+    """`--chat-template-kwargs JSON`: the chat template's switches, set explicitly on every prompt."""
+    p.add_argument("--chat-template-kwargs", type=chat_template_kwargs, metavar="JSON",
+                   help="keyword arguments for the model's chat template, a JSON object, e.g. "
+                        "'{\"enable_thinking\": true}' for Qwen3 (a thinking verifier then needs --max-tokens "
+                        "large enough to finish thinking: a pass cut at the cap is invalid)")
+
+
+def chat_template_kwargs(value: str) -> dict[str, Any]:
+    """Parse `--chat-template-kwargs` (argparse type): a JSON object, or an error that shows one."""
+    try:
+        out = json.loads(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e}); give an object, e.g. '{{\"enable_thinking\": false}}'") from e
+    if not isinstance(out, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"enable_thinking\": false}}', got {value!r}")
+    return out
+
+
+def read_judge_template(path: str) -> str:
+    """The text of a release-format judge prompt file, checked (ValueError naming the file)."""
+    from proofcheck.reward.judge import check_judge_template
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"--judge-prompt-file {path}: cannot read it ({e.strerror})") from e
+    check_judge_template(text, path)
+    return text
+
+
 EXIT_USAGE = 2  # bad configuration found before any request (argparse uses 2 as well)
 EXIT_INCOMPLETE = 3  # the run finished or stopped without every result: endpoint errors, missing outputs
 
@@ -41,20 +73,18 @@ class UsageError(ValueError):
     """A configuration error found before any request; the CLI exits with `EXIT_USAGE`."""
 
 
-def api_key(env_name: str | None) -> str | None:
+def api_key(env_name: str | None, flag: str = "--api-key-env") -> str | None:
     """The API key in the environment variable `env_name` (None when no variable is named).
 
-    A named variable that is unset or empty is a `UsageError`: sending no key would only turn
-    every request into a 401 later.
+    A named variable that is unset or empty is a `UsageError` naming `flag`, the option that named
+    it: sending no key would only turn every request into a 401 later.
     """
-    import os
-
     if not env_name:
         return None
     key = os.environ.get(env_name)
     if not key:
-        raise UsageError(f"--api-key-env {env_name}: the variable {env_name} is not set (or empty); "
-                         f"export {env_name}=<key> first, or drop --api-key-env for an endpoint without a key")
+        raise UsageError(f"{flag} {env_name}: the variable {env_name} is not set (or empty); "
+                         f"export {env_name}=<key> first, or drop {flag} for an endpoint without a key")
     return key
 
 
@@ -65,14 +95,14 @@ def finish_run(summary: dict[str, Any], what: str = "run",
     `summary` carries `proofcheck.rundir.completeness`: `complete`, `errored_passes`,
     `missing_records`, `grader_failures`.
     """
+    from proofcheck.rundir import missing_in_words
+
     if summary.get("complete", True):
         return 0
-    parts = [f"{summary[k]} {k.replace('_', ' ')}" for k in ("errored_passes", "missing_records", "grader_failures")
-             if summary.get(k)]
     hint = f" ({rerun})" if summary.get("errored_passes") or summary.get("grader_failures") else ""
     examples = (summary.get("endpoint_errors") or {}).get("examples") or {}
     first = f"; first error: {next(iter(examples.values()))}" if examples else ""
-    print(f"incomplete {what}: {', '.join(parts)}{hint}{first}", file=sys.stderr)
+    print(f"incomplete {what}: {missing_in_words(summary)}{hint}{first}", file=sys.stderr)
     return EXIT_INCOMPLETE
 
 

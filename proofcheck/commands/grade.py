@@ -14,6 +14,7 @@ from proofcheck.commands._common import (
     fail,
     finish_run,
     print_json,
+    read_judge_template,
 )
 
 MODES = ("structural", "judge", "hybrid")
@@ -73,17 +74,6 @@ def _build_grader(args: argparse.Namespace) -> Any:
     return Grader(mode, args.scale, judge, template)
 
 
-def read_judge_template(path: str) -> str:
-    """The text of a release-format judge prompt file, checked (ValueError naming the file)."""
-    from proofcheck.reward.judge import check_judge_template
-
-    try:
-        text = open(path, encoding="utf-8").read()
-    except OSError as e:
-        raise ValueError(f"--judge-prompt-file {path}: cannot read it ({e.strerror})") from e
-    check_judge_template(text, path)
-    return text
-
 
 def _print_summary(summary: dict[str, Any], mode: str) -> None:
     from rich.console import Console
@@ -114,10 +104,10 @@ def _grade(args: argparse.Namespace) -> int:
     from proofcheck.reward.grading import grade_files
 
     try:
-        api_key(args.judge_api_key_env)  # an unset key variable is a usage error, before any request
+        api_key(args.judge_api_key_env, "--judge-api-key-env")  # an unset key variable: usage error, before any request
         grader = _build_grader(args)
     except UsageError as e:
-        return fail(str(e).replace("--api-key-env", "--judge-api-key-env"), EXIT_USAGE)
+        return fail(str(e), EXIT_USAGE)
     except ValueError as e:
         return fail(str(e))
     with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),

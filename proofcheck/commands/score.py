@@ -10,13 +10,14 @@ from proofcheck.commands._common import (
     EXIT_INCOMPLETE,
     EXIT_USAGE,
     UsageError,
+    add_chat_template_kwargs,
     add_command,
     api_key,
     fail,
     finish_run,
     print_json,
+    read_judge_template,
 )
-from proofcheck.commands.serve import add_chat_template_kwargs
 
 
 def _add_verifier_args(p: argparse.ArgumentParser) -> None:
@@ -93,7 +94,7 @@ def _make_verifier(args: argparse.Namespace, template: str | None) -> tuple[Any,
     from proofcheck.serve.verifier import make_verifier
 
     key = api_key(args.api_key_env)
-    ctk = getattr(args, "chat_template_kwargs", None) or None
+    ctk = args.chat_template_kwargs
     # the template's switches change every prompt: a resume must use the same ones
     suffix = f" chat_template_kwargs:{json.dumps(ctk, sort_keys=True)}" if ctk else ""
     if args.endpoint:
@@ -160,7 +161,6 @@ def _verifier(args: argparse.Namespace) -> int:
     if bool(args.judge_endpoint) != bool(args.judge_model):
         return fail("--judge-endpoint and --judge-model go together")
     from proofcheck.bench.scoring import score_verifier
-    from proofcheck.commands.grade import read_judge_template
     from proofcheck.data.loaders import DataError
     from proofcheck.http_errors import EndpointStop
     from proofcheck.protocol import prompt_sha256

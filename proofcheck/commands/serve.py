@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from proofcheck.commands._common import add_command, fail, print_json
+from proofcheck.commands._common import add_chat_template_kwargs, add_command, fail, print_json
 
 RULE_CHOICES = ("unanimous", "majority", "any")
 
@@ -23,26 +23,6 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the passes")
     add_chat_template_kwargs(p)
 
-
-def add_chat_template_kwargs(p: argparse.ArgumentParser) -> None:
-    """`--chat-template-kwargs JSON`: the chat template's switches, set explicitly on every prompt."""
-    p.add_argument("--chat-template-kwargs", type=chat_template_kwargs, metavar="JSON",
-                   help="keyword arguments for the model's chat template, a JSON object, e.g. "
-                        "'{\"enable_thinking\": true}' for Qwen3 (a thinking verifier then needs --max-tokens "
-                        "large enough to finish thinking: a pass cut at the cap is invalid)")
-
-
-def chat_template_kwargs(value: str) -> dict[str, Any]:
-    """Parse `--chat-template-kwargs` (argparse type): a JSON object, or an error that shows one."""
-    import json
-
-    try:
-        out = json.loads(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"not JSON ({e}); give an object, e.g. '{{\"enable_thinking\": false}}'") from e
-    if not isinstance(out, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"enable_thinking\": false}}', got {value!r}")
-    return out
 
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from scripted_server import Reply, ScriptedServer
 
-from proofcheck.commands.serve import chat_template_kwargs
+from proofcheck.commands._common import chat_template_kwargs
 from proofcheck.serve.engines import RemoteEngine
 from proofcheck.serve.verifier import make_verifier
 
@@ -50,16 +50,15 @@ def test_a_proofcheck_service_takes_them_at_start_not_per_client() -> None:
         make_verifier(endpoint="http://127.0.0.1:9", kind="service", chat_template_kwargs={"enable_thinking": True})
 
 
-@pytest.mark.parametrize("trainer_kwargs, args_kwargs, expected", [
-    ({"enable_thinking": True}, None, {"enable_thinking": True}),  # TRL's parsed attribute
-    (None, {"enable_thinking": False}, {"enable_thinking": False}),  # GRPOConfig field only
-    (None, None, {}),
+@pytest.mark.parametrize("trainer_kwargs, expected", [
+    ({"enable_thinking": True}, {"enable_thinking": True}),
+    ({"enable_thinking": False}, {"enable_thinking": False}),
+    ({}, {}),  # GRPOTrainer sets `args.chat_template_kwargs or {}`
 ])
-def test_evaluation_uses_the_training_template_switches(trainer_kwargs: dict | None, args_kwargs: dict | None,
-                                                        expected: dict) -> None:
+def test_evaluation_uses_the_training_template_switches(trainer_kwargs: dict, expected: dict) -> None:
     from proofcheck.train.callbacks import template_kwargs
 
-    trainer = SimpleNamespace(chat_template_kwargs=trainer_kwargs, args=SimpleNamespace(chat_template_kwargs=args_kwargs))
+    trainer = SimpleNamespace(chat_template_kwargs=trainer_kwargs)
     assert template_kwargs(trainer) == expected
 
 
