@@ -26,6 +26,9 @@ _RESERVED = re.compile(
     r"<(\s*/?\s*(?:" + "|".join(RESERVED_TAGS) + r")\d*\s*/?\s*)>", re.IGNORECASE
 )
 _CHAT_TOKEN = re.compile(r"<\|([^|<>]{0,40})\|>")
+# Every character `str.isspace` accepts (what `str.strip` removes; the last is U+3000), as a
+# regex class body that both Python's `re` and vLLM's structured outputs (xgrammar) read.
+_WHITESPACE_CLASS = "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x3001)) if c.isspace())
 
 
 class ProofFormatError(ValueError):
@@ -91,9 +94,12 @@ def answer_regex(n_steps: int, verdicts: str | None = None, max_chars: int = 200
     True
     >>> bool(re.fullmatch(r, "<assessment>ok</assessment>\\n<errors></errors>\\n<first_error_step>3</first_error_step>"))
     False
+    >>> bool(re.fullmatch(r, "<assessment> </assessment>\\n<errors></errors>\\n<first_error_step>2</first_error_step>"))
+    False
     """
     allowed = verdicts if verdicts is not None else "|".join(["-1", *map(str, range(n_steps))])
-    text = f"[^<>]{{1,{max_chars}}}"
+    # The assessment opens with a character `str.strip` keeps: an all-blank one parses as empty.
+    text = f"[^<>{_WHITESPACE_CLASS}][^<>]{{0,{max_chars - 1}}}"
     return (f"<assessment>{text}</assessment>\n<errors>[^<>]{{0,{max_chars}}}</errors>\n"
             f"<first_error_step>({allowed})</first_error_step>")
 

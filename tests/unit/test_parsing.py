@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
 from proofcheck.parsing import format_verdict, parse_verifier_output, strip_thinking
-from proofcheck.protocol import neutralise, split_steps, stepped_block, verifier_messages
+from proofcheck.protocol import answer_regex, neutralise, split_steps, stepped_block, verifier_messages
 
 OK_VALID = "<assessment>All steps hold.</assessment>\n<errors></errors>\n<first_error_step>-1</first_error_step>"
 OK_FLAWED = "<assessment>Step 2 fails.</assessment>\n<errors>Step 2: divides by zero</errors>\n<first_error_step>2</first_error_step>"
@@ -145,3 +148,45 @@ def test_prompt_contains_inputs_but_never_annotation():
     assert "P?" in user and "R." in user and "<step0> s0 </step0>" in user and "<step1> s1 </step1>" in user
     assert "reviewer" not in user.lower()
     assert msgs[0]["role"] == "system"
+
+
+def _answer(assessment: str, errors: str = "", step: str = "-1") -> str:
+    return f"<assessment>{assessment}</assessment>\n<errors>{errors}</errors>\n<first_error_step>{step}</first_error_step>"
+
+
+_BLANKS = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+
+
+@pytest.mark.parametrize(("text", "verdicts", "matches"), [
+    (_answer("ok"), None, True),
+    (_answer("ok \n"), None, True),
+    (_answer(" ok"), None, False),  # the constraint opens an assessment with text
+    (_answer("ok", "Step 1: wrong", "1"), None, True),
+    (_answer("ok", step="2"), None, False),  # not a step of a 2-step proof
+    (_answer(""), None, False),
+    (_answer("a" * 200), None, True),
+    (_answer("a" * 201), None, False),
+    (_answer("ok", step="0"), "-1", False),
+    (_answer("ok", step="0"), "0", True),
+    *[(_answer(b * 3), None, False) for b in _BLANKS],  # all-blank assessments parse as empty
+])
+def test_answer_regex_admits_exactly_parseable_answers(text, verdicts, matches):
+    assert bool(re.fullmatch(answer_regex(2, verdicts), text)) is matches
+    if matches:
+        assert parse_verifier_output(text, 2, "stop").valid
+
+
+def test_every_answer_the_regex_admits_parses():
+    """Random assessments over an alphabet heavy in blanks: whatever the constraint lets through
+    (what vLLM structured outputs could generate) is a valid verdict."""
+    rng = random.Random(0)
+    alphabet = [*_BLANKS, "a", "1", "<", ">", "&"]
+    regex = re.compile(answer_regex(3))
+    admitted = 0
+    for _ in range(5000):
+        body = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+        text = _answer(body, rng.choice(["", " ", "Step 2: x"]), rng.choice(["-1", "0", "2"]))
+        if regex.fullmatch(text):
+            admitted += 1
+            assert parse_verifier_output(text, 3, "stop").valid, repr(text)
+    assert admitted > 200
