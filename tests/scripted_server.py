@@ -24,7 +24,7 @@ from typing import Any
 class Reply:
     """What the server answers to one call."""
 
-    content: str | list[str] = ""  # a list gives one choice per item (n > 1)
+    content: str | list[str] | None = ""  # a list gives one choice per item (n > 1); None: JSON null
     finish_reason: str = "stop"
     status: int = 200
     delay_s: float = 0.0
@@ -44,7 +44,7 @@ def _completion(req: dict[str, Any], reply: Reply) -> dict[str, Any]:
         if reply.reasoning_content is not None:
             msg["reasoning_content"] = reply.reasoning_content
         choices.append({"index": i, "message": msg, "finish_reason": reply.finish_reason})
-    toks = sum(len(c.split()) for c in contents)
+    toks = sum(len((c or "").split()) for c in contents)
     return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()),
             "model": req.get("model", "scripted"), "choices": choices,
             "usage": {"prompt_tokens": 10, "completion_tokens": toks, "total_tokens": 10 + toks}}

@@ -112,13 +112,15 @@ def test_failures_without_an_answer_are_retryable(exc: Exception, prefix: str) -
 
 FAST = RetryPolicy(max_retries=4, base_delay_s=0.01, max_delay_s=0.05)
 OK = Reply("fine")
+# A slow reply outlasts the timeout threefold; a prompt one meets it even on a loaded machine.
+TIMEOUT_S, SLOW_S = 1.0, 3.0
 SCRIPTS = [  # (case, replies in order, attempts made, outcome: "ok" or the error's status)
     ("408, 429, 503, garbage, then ok", [Reply(status=408), Reply(status=429, headers={"Retry-After": "0"}),
                                          Reply(status=503), Reply(body="{not json"), OK], 5, "ok"),
     ("500 until retries run out", [Reply(status=500)] * 5, 5, 500),
     ("400 is not retried", [Reply(status=400), OK], 1, 400),
     ("401 is not retried", [Reply(status=401), OK], 1, 401),
-    ("slow answer times out, then ok", [Reply("late", delay_s=1.0), OK], 2, "ok"),
+    ("slow answer times out, then ok", [Reply("late", delay_s=SLOW_S), OK], 2, "ok"),
 ]
 
 
@@ -134,7 +136,7 @@ class Script:
 
 def sync_call(url: str) -> Callable[[], Any]:
     def run() -> Any:
-        with httpx.Client(timeout=0.5) as http:
+        with httpx.Client(timeout=TIMEOUT_S) as http:
             def attempt() -> Any:
                 try:
                     return check(http.post(url + "/chat/completions", json={"model": "m"})).json()
@@ -148,7 +150,7 @@ def sync_call(url: str) -> Callable[[], Any]:
 def async_call(url: str) -> Callable[[], Any]:
     def run() -> Any:
         async def go() -> Any:
-            async with httpx.AsyncClient(timeout=0.5) as http:
+            async with httpx.AsyncClient(timeout=TIMEOUT_S) as http:
                 async def attempt() -> Any:
                     try:
                         return check(await http.post(url + "/chat/completions", json={"model": "m"})).json()

@@ -19,6 +19,8 @@ STEPS = ["x_1 = 2 + 2 = 4.", "x_2 = 4 * 2 = 8.", "Hence x_2 = 8."]
 OK = format_verdict("every step checks out", [], -1)
 BAD = format_verdict("step 1 is wrong", [(1, "4 * 2 is 8, not 9")], 1)
 FAST = RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.05)
+# A slow reply outlasts the timeout threefold; a prompt one meets it even on a loaded machine.
+TIMEOUT_S, SLOW_S = 1.0, 3.0
 
 
 def verify(url: str, *, timeout_s: float = 10.0, **kwargs: object):
@@ -62,11 +64,11 @@ def test_truncated_generation_is_invalid() -> None:
     (Reply(status=503), "503"),
     (Reply(body='{"choices": [', status=200), "truncated body"),
     (Reply(body="<html>bad gateway</html>", status=200), "garbage"),
-    (Reply(OK, delay_s=2.0), "timeout"),
+    (Reply(OK, delay_s=SLOW_S), "timeout"),
 ])
 def test_transient_fault_then_success(first: Reply, name: str) -> None:
     with ScriptedServer(lambda req, i: first if i == 0 else Reply(OK)) as srv:
-        r = verify(srv.url, timeout_s=0.5)
+        r = verify(srv.url, timeout_s=TIMEOUT_S)
     assert r.decision == "accept", name
     assert r.votes["accept"] == 8 and len(srv.calls) == 2
 
@@ -78,7 +80,7 @@ TOO_LONG = ('{"error": {"message": "This model\'s maximum context length is 2048
 @pytest.mark.parametrize("reply, calls, message, status", [
     (Reply(status=500), 3, "HTTP 500", 500),
     (Reply(status=429), 3, "HTTP 429", 429),
-    (Reply(OK, delay_s=2.0), 3, "timeout", None),
+    (Reply(OK, delay_s=SLOW_S), 3, "timeout", None),
     (Reply(body="garbage", status=200), 3, "malformed", None),
     (Reply(status=400), 1, "HTTP 400", 400),  # our request is wrong: retrying cannot help
     (Reply(status=400, body=TOO_LONG), 1, "maximum context length", 400),
@@ -86,7 +88,7 @@ TOO_LONG = ('{"error": {"message": "This model\'s maximum context length is 2048
 def test_persistent_fault_gives_error_passes(reply: Reply, calls: int, message: str, status: int | None) -> None:
     """An endpoint failure is an "error" pass with its status and message: never a verdict, never invalid."""
     with ScriptedServer(lambda req, i: reply) as srv:
-        r = verify(srv.url, timeout_s=0.5, rule="any")
+        r = verify(srv.url, timeout_s=TIMEOUT_S, rule="any")
     assert r.decision == "reject"  # never an accept, whatever the rule
     assert r.votes == {"accept": 0, "reject": 0, "invalid": 0, "cancelled": 0, "error": 8}
     assert all(p.status == "error" and message in (p.error or "") and p.error_status == status for p in r.passes)
@@ -99,7 +101,7 @@ def test_wrong_key_or_model_stops_at_once_with_the_fix(status: int, fix: str) ->
 
     with ScriptedServer(lambda req, i: Reply(status=status)) as srv:
         with pytest.raises(EndpointStop, match=fix) as info:
-            verify(srv.url, timeout_s=0.5)
+            verify(srv.url, timeout_s=TIMEOUT_S)
         assert len(srv.calls) == 1  # not retried
     assert info.value.error.status == status
 
