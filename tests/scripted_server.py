@@ -35,6 +35,10 @@ class Reply:
 
 Responder = Callable[[dict[str, Any], int], Reply]
 
+# Client timeout for fault tests, and the delay of a reply meant to exceed it: a slow reply
+# outlasts the timeout threefold; a prompt one meets it even on a loaded machine.
+TIMEOUT_S, SLOW_S = 1.0, 3.0
+
 
 def _completion(req: dict[str, Any], reply: Reply) -> dict[str, Any]:
     contents = reply.content if isinstance(reply.content, list) else [reply.content] * int(req.get("n") or 1)

@@ -74,7 +74,6 @@ def _build_grader(args: argparse.Namespace) -> Any:
     return Grader(mode, args.scale, judge, template)
 
 
-
 def _print_summary(summary: dict[str, Any], mode: str) -> None:
     from rich.console import Console
     from rich.table import Table

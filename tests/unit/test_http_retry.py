@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from scripted_server import Reply, ScriptedServer
+from scripted_server import SLOW_S, TIMEOUT_S, Reply, ScriptedServer
 
 from proofcheck.http_errors import EndpointError
 from proofcheck.http_retry import (
@@ -112,8 +112,6 @@ def test_failures_without_an_answer_are_retryable(exc: Exception, prefix: str) -
 
 FAST = RetryPolicy(max_retries=4, base_delay_s=0.01, max_delay_s=0.05)
 OK = Reply("fine")
-# A slow reply outlasts the timeout threefold; a prompt one meets it even on a loaded machine.
-TIMEOUT_S, SLOW_S = 1.0, 3.0
 SCRIPTS = [  # (case, replies in order, attempts made, outcome: "ok" or the error's status)
     ("408, 429, 503, garbage, then ok", [Reply(status=408), Reply(status=429, headers={"Retry-After": "0"}),
                                          Reply(status=503), Reply(body="{not json"), OK], 5, "ok"),

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from scripted_server import Reply, ScriptedServer
+from scripted_server import SLOW_S, TIMEOUT_S, Reply, ScriptedServer
 
 from proofcheck.bench.meta import make_trial_grader
 from proofcheck.parsing import format_verdict, parse_verifier_output
@@ -200,15 +200,10 @@ def test_invalid_output_is_zero_without_a_call(server: Callable) -> None:
     assert (r.valid, r.score, r.level, r.invalid_reason) == (False, 0.0, None, "missing_tag") and srv.calls == []
 
 
-def timeout_for(fault: Reply) -> float:
-    """A third of a slow reply's delay, so it times out; otherwise a budget a loaded machine meets."""
-    return fault.delay_s / 3 if fault.delay_s else 5.0
-
-
 RECOVERED = [  # a fault on the first attempt, then a good answer
     ("500", Reply(status=500)),
     ("429 with Retry-After", Reply(status=429, headers={"Retry-After": "0"})),
-    ("slow answer -> timeout", Reply("<level>EXACT_MATCH</level>", delay_s=3.0)),
+    ("slow answer -> timeout", Reply("<level>EXACT_MATCH</level>", delay_s=SLOW_S)),
     ("truncated", Reply("<level>EXA", finish_reason="length")),
     ("garbage body", Reply(body="this is not JSON {")),
     ("JSON without choices", Reply(body='{"id": "x"}')),
@@ -220,7 +215,7 @@ RECOVERED = [  # a fault on the first attempt, then a good answer
 @pytest.mark.parametrize(("case", "fault"), RECOVERED, ids=[c[0] for c in RECOVERED])
 def test_retry_recovers(server: Callable, case: str, fault: Reply) -> None:
     srv = server(lambda req, i: fault if i == 0 else Reply("<level>BASIC_MATCH</level>"))
-    client = JudgeClient(config(srv, timeout_s=timeout_for(fault)))
+    client = JudgeClient(config(srv, timeout_s=TIMEOUT_S))
     (r,) = grade(Grader("hybrid", "training", client), items([1]))
     assert r.level is B and r.judge_level is B and r.grader_error is None and r.score == 0.5
     s = client.stats
@@ -230,7 +225,7 @@ def test_retry_recovers(server: Callable, case: str, fault: Reply) -> None:
 FAILED = [  # the fault every time: the grade is None and counted, never 0
     ("500", Reply(status=503), "http_503"),
     ("429", Reply(status=429), "http_429"),
-    ("timeout", Reply("<level>EXACT_MATCH</level>", delay_s=3.0), "timeout"),
+    ("timeout", Reply("<level>EXACT_MATCH</level>", delay_s=SLOW_S), "timeout"),
     ("truncated", Reply("<level>EXACT_MATCH</level>", finish_reason="length"), "unparsable"),
     ("garbage", Reply(body="<html>oops</html>"), "bad_body"),
     ("reasoning only", Reply(None, reasoning_content="<level>EXACT_MATCH</level>"), "unparsable"),
@@ -240,7 +235,7 @@ FAILED = [  # the fault every time: the grade is None and counted, never 0
 @pytest.mark.parametrize(("case", "fault", "reason"), FAILED, ids=[c[0] for c in FAILED])
 def test_failure_after_retries_is_none_and_counted(server: Callable, case: str, fault: Reply, reason: str) -> None:
     srv = server(lambda req, i: fault)
-    client = JudgeClient(config(srv, timeout_s=timeout_for(fault), max_retries=2))
+    client = JudgeClient(config(srv, timeout_s=TIMEOUT_S, max_retries=2))
     results = grade(Grader("judge", "training", client), items([1], n=2))
     for r in results:
         assert r.level is None and r.score is None and r.valid and r.grader_error

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from scripted_server import Reply, ScriptedServer
+from scripted_server import SLOW_S, TIMEOUT_S, Reply, ScriptedServer
 
 from proofcheck.http_retry import RetryPolicy
 from proofcheck.parsing import format_verdict
@@ -19,8 +19,6 @@ STEPS = ["x_1 = 2 + 2 = 4.", "x_2 = 4 * 2 = 8.", "Hence x_2 = 8."]
 OK = format_verdict("every step checks out", [], -1)
 BAD = format_verdict("step 1 is wrong", [(1, "4 * 2 is 8, not 9")], 1)
 FAST = RetryPolicy(max_retries=2, base_delay_s=0.01, max_delay_s=0.05)
-# A slow reply outlasts the timeout threefold; a prompt one meets it even on a loaded machine.
-TIMEOUT_S, SLOW_S = 1.0, 3.0
 
 
 def verify(url: str, *, timeout_s: float = 10.0, **kwargs: object):
