@@ -106,9 +106,12 @@ def test_benchmark_scale(samples_checked: Path, tmp_path: Path) -> None:
     out = tmp_path / "g.jsonl"
     assert main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(out),
                  "--scale", "benchmark"]) == 0
+    # the benchmark scale of the hand-computed level of each row (not of the level the code wrote)
     bench = {"EXACT_MATCH": 1.0, "BASIC_MATCH": 0.75, "POOR_MATCH": 0.5, "WRONG_POLARITY": 0.0, None: 0.0}
-    for g in read_jsonl_tolerant(out):
-        assert g["score"] == bench[g["level"]]
+    graded = by_key(read_jsonl_tolerant(out))
+    assert len(graded) == len(OUTPUTS) == 16
+    for pid, rep, _, _, level, _ in OUTPUTS:
+        assert (graded[(pid, rep)]["level"], graded[(pid, rep)]["score"]) == (level, bench[level]), (pid, rep)
 
 
 @pytest.mark.parametrize(("extra", "message"), [

@@ -31,16 +31,23 @@ def test_snapshot_policy(new: int, snapshotted: int, since_s: float, due: bool) 
     assert POLICY.due(new, snapshotted, since_s) is due
 
 
+# Snapshot sizes of a 10,000-item month written without pause, by hand: the first after 50 items
+# (min_items), then each time the new items reach max(50, half of what is snapshotted), rounded up
+# to whole items: 50, 100, 150, 225, 338 (225 + 113), ... The next after 8675 would need 4338 more.
+SNAPSHOTS_BY_HAND = [50, 100, 150, 225, 338, 507, 761, 1142, 1713, 2570, 3855, 5783, 8675]
+
+
 def test_snapshot_bytes_stay_linear() -> None:
     """Records written by all snapshots of a 10,000-item month stay under 4x the month."""
-    snapshotted, new, total = 0, 0, 0
+    snapshotted, new, sizes = 0, 0, []
     for _ in range(10_000):
         new += 1
         if POLICY.due(new, snapshotted, 0.0):
             snapshotted += new
             new = 0
-            total += snapshotted
-    assert total < 4 * 10_000  # hand bound: a geometric series with ratio 1.5 sums to 3x its last term
+            sizes.append(snapshotted)
+    assert sizes == SNAPSHOTS_BY_HAND
+    assert sum(sizes) == 25_869 < 4 * 10_000  # a geometric series with ratio 1.5 sums to 3x its last term
 
 
 def config(tmp_path: Path, **kw) -> RunConfig:
