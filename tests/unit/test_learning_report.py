@@ -46,35 +46,62 @@ def test_balanced_f1_has_a_bootstrap_standard_error() -> None:
     assert one_class["rough_bal_f1"] is None and one_class["rough_bal_f1_se"] is None
 
 
-class _FakeTrainer:
-    """Just the three methods StepTimer times (their real versions live in TRL's GRPOTrainer)."""
+class _Clock:
+    """A scripted `time.perf_counter`: it moves only when the fake trainer says a part took time."""
 
     def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _FakeTrainer:
+    """Just the three methods StepTimer times (their real versions live in TRL's GRPOTrainer); each
+    advances the scripted clock by the seconds the test gives it."""
+
+    def __init__(self, clock: _Clock) -> None:
         self.vllm_generation = self
+        self.clock = clock
+        self.cost = {"generation": 0.0, "weight_sync": 0.0, "reward": 0.0}
 
     def _generate_single_turn(self) -> str:
-        self.sync_weights()
+        self.clock.now += self.cost["generation"]
+        self.sync_weights()  # as TRL does: the sync runs inside generation
         return "gen"
 
     def sync_weights(self) -> None:
-        pass
+        self.clock.now += self.cost["weight_sync"]
 
     def _calculate_rewards(self) -> str:
+        self.clock.now += self.cost["reward"]
         return "rewards"
 
 
-def test_step_timer_splits_the_step_and_keeps_results() -> None:
-    trainer = _FakeTrainer()
+# Seconds each step spends in (generation without sync, weight sync, reward, the rest = train).
+# The first step is the warm-up StepTimer leaves out; the medians of the other three, by hand:
+# generation 2.0, weight_sync 0.5, reward 1.0, train 4.0 (of 4, 5, 3), total 7.5 (of 7.5, 8.5, 6.5).
+STEPS = [(50.0, 9.0, 20.0, 30.0), (2.0, 0.5, 1.0, 4.0), (2.0, 0.5, 1.0, 5.0), (2.0, 0.5, 1.0, 3.0)]
+
+
+def test_step_timer_splits_the_step_and_keeps_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    from proofcheck.train import callbacks
+
+    clock = _Clock()
+    monkeypatch.setattr(callbacks.time, "perf_counter", clock)
+    trainer = _FakeTrainer(clock)
     timer = StepTimer(trainer)
-    for _ in range(3):
+    for gen, sync, reward, train in STEPS:
+        trainer.cost = {"generation": gen, "weight_sync": sync, "reward": reward}
         timer.on_step_begin(None, None, None)
         assert trainer._generate_single_turn() == "gen" and trainer._calculate_rewards() == "rewards"
+        clock.now += train  # log-probs, loss, backward, optimizer
         timer.on_step_end(None, None, None)
     split = timer.split()
-    assert split["steps_timed"] == 2  # the first (warm-up) step is left out
-    parts = ("generation", "weight_sync", "reward", "train")
-    assert all(split[p] >= 0 for p in parts)
-    assert sum(split[p] for p in parts) == pytest.approx(split["total"], abs=1e-3)
+    assert split["steps_timed"] == 3  # the first (warm-up) step is left out
+    assert {p: split[p] for p in ("total", "generation", "weight_sync", "reward", "train")} == \
+        {"total": 7.5, "generation": 2.0, "weight_sync": 0.5, "reward": 1.0, "train": 4.0}
+    assert split["train_share"] == pytest.approx(4.0 / 7.5, abs=1e-3)
 
 
 def _entry(step: int, f1: float, tnr: float, valid: float) -> dict:
