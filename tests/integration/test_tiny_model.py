@@ -20,7 +20,14 @@ def test_tiny_model_loads_in_transformers(tiny_model):
     # protocol tags are single tokens, so the format is learnable by a tiny model
     assert len(tok.tokenize("<first_error_step>")) == 1
     assert json.loads((tiny_model / "config.json").read_text())["model_type"] == "qwen2"
-    assert isinstance(model.model.embed_tokens.weight, torch.Tensor)
+    assert len(tok) == 1024 + 12  # the BPE vocabulary (3 ChatML specials inside) + 12 protocol tags
+    # parameters by hand (hidden 128, 2 layers, 4 query heads and 2 KV heads of 32, MLP 256, tied lm_head):
+    # per layer q 128*128+128, k and v 128*64+64 each, o 128*128, MLP 3*128*256, 2 norms of 128 -> 147,968
+    assert sum(p.numel() for p in model.parameters()) == 1036 * 128 + 2 * 147_968 + 128 == 428_672
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    std = model.model.embed_tokens.weight.std().item()  # random weights (initializer_range 0.02), not zeros
+    assert 0.015 < std < 0.025, std
+    assert torch.isfinite(model.model.embed_tokens.weight).all()
 
 
 def test_tiny_model_is_deterministic(tiny_model, tmp_path):
