@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from proofcheck.commands._common import add_command, fail
+from proofcheck.commands._common import EXIT_INCOMPLETE, EXIT_USAGE, add_command, fail
 
 BACKENDS = ("vllm", "openai", "azure", "anthropic")
 EFFORTS = ("low", "medium", "high", "xhigh")
@@ -128,7 +128,7 @@ def _mcq(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args)
     except ValueError as e:
-        return fail(str(e), 2)
+        return fail(str(e), EXIT_USAGE)
     cfg = RunConfig(months=list(dict.fromkeys(args.month)), settings=settings, data_dir=Path(args.data_dir),
                     results_dir=Path(args.results_dir), seed=args.seed, n=args.n, concurrency=args.concurrency,
                     resume=args.resume, add_sketch=args.add_sketch, strict_parse=args.strict_parse,
@@ -142,7 +142,7 @@ def _mcq(args: argparse.Namespace) -> int:
     failed = sum(d["summary"]["all"]["errors"] for d in docs)
     if failed:
         return fail(f"{failed} item(s) failed after retries (see their 'error' field); rerun the same "
-                    "command with --resume to retry only those")
+                    "command with --resume to retry only those", EXIT_INCOMPLETE)
     return 0
 
 

@@ -28,6 +28,7 @@ from proofcheck.cli import main
 DATA = Path(__file__).resolve().parents[1] / "data" / "lmb"
 MONTH = "209901"
 ITEMS = load_hard_set(hard_set_path(DATA, MONTH))
+N_ITEMS = 6  # tests/data/lmb/209901 holds six items: every loop below runs six times
 CORRECT = {item.id: shuffle_options(item, 42, i)[1] for i, item in enumerate(ITEMS)}
 QUESTION_TO_ID = {item.mcq.question: item.id for item in ITEMS}
 
@@ -51,6 +52,7 @@ def check_structure(doc: dict, n_items: int = len(ITEMS)) -> None:
     assert set(doc) == {"test_info", "summary", "overall", "detailed_results"}
     assert doc["summary"]["all"] == doc["overall"]
     recs = doc["detailed_results"]
+    assert len(ITEMS) == N_ITEMS and len(recs) == n_items > 0
     assert [r["id"] for r in recs] == [item.id for item in ITEMS][:n_items]  # file order, once each
     for r in recs:
         assert r["correct_answer"] == CORRECT[r["id"]]
@@ -139,7 +141,7 @@ def test_anthropic_messages_thinking_kept_apart(tmp_path: Path, monkeypatch: pyt
     assert call.body["max_tokens"] == 8000 and call.body["output_config"] == {"effort": "high"}
     assert call.body["system"].startswith("You are an expert mathematician")
     doc = results(tmp_path, "claude-x", "high")
-    check_structure(doc)
+    check_structure(doc)  # six records, counted
     for rec in doc["detailed_results"]:
         assert rec["raw_thinking"].startswith("Perhaps \\boxed{")  # thinking recorded, never parsed
         assert rec["completion_tokens"] == 700 and rec["total_tokens"] == 760
@@ -188,12 +190,12 @@ def test_exhausted_retries_are_recorded_then_resumed(tmp_path: Path) -> None:
     with FakeAPI(flaky) as api:
         rc = run(tmp_path, "--backend", "openai", "--base-url", api.base + "/v1", "--model", "m", "--api-key", "k",
                  "--max-retries", "2")
-    assert rc == 1
+    assert rc == 3  # incomplete, as every command says it
     assert sum(item_of(c) in broken for c in api.fake_calls) == 2 * 3  # bounded: 3 attempts each
     doc = results(tmp_path, "m")
     check_structure(doc)
     failed = {r["id"]: r for r in doc["detailed_results"] if r["error"]}
-    assert set(failed) == broken
+    assert set(failed) == broken and len(failed) == 2
     for r in failed.values():
         assert "gave up after 3 attempt(s)" in r["error"] and "HTTP 500" in r["error"] and "internal failure" in r["error"]
         assert r["model_answer"] is None and r["is_correct"] is False and r["attempts"] == 3
@@ -216,12 +218,14 @@ def test_exhausted_retries_are_recorded_then_resumed(tmp_path: Path) -> None:
 def test_client_errors_are_not_retried(tmp_path: Path) -> None:
     with FakeAPI(lambda call, i: openai_error(400, "max_completion_tokens is too large")) as api:
         rc = run(tmp_path, "--backend", "vllm", "--base-url", api.base + "/v1", "--model", "m")
-    assert rc == 1
+    assert rc == 3  # every item failed: an incomplete run
     assert len(api.fake_calls) == len(ITEMS)
     assert "authorization" not in api.fake_calls[0].headers  # vllm: no key unless given
     body = api.fake_calls[0].body
     assert (body["temperature"], body["top_p"]) == (1.0, 0.95)  # the vLLM evaluator's defaults
-    for r in results(tmp_path, "m")["detailed_results"]:
+    recs = results(tmp_path, "m")["detailed_results"]
+    assert len(recs) == N_ITEMS
+    for r in recs:
         assert r["error"] == "HTTP 400 (not retried): max_completion_tokens is too large"
         assert r["model_answer"] is None and r["is_correct"] is False and r["attempts"] == 1
 
