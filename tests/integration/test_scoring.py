@@ -110,34 +110,60 @@ def test_sigkill_then_resume_equals_clean_run(tmp_path):
     assert 0 < a["pessimistic"] < 1
 
 
-def faulty(req: dict, i: int) -> Reply:
-    kinds = [Reply(status=500), Reply(status=429, headers={"Retry-After": "0"}), Reply(verdict_for(req), delay_s=5),
-             Reply(verdict_for(req), finish_reason="length"), Reply(body="{garbage")]
-    return kinds[i % len(kinds)]
+# The first three submissions, each known by a phrase of its proof, and what the server does to it
+# on each attempt (the client's policy: 4 attempts, i.e. 3 retries, on 5xx / 429 / garbage).
+ACCEPT_BOTH = format_verdict("checked", [], -1)
+FAULT_SCRIPT = {
+    "least element": [Reply(status=500)] * 10,  # outlasts the retry policy: both passes errored
+    "decimal expansion of": [Reply(status=429, headers={"Retry-After": "0"}), Reply(body="{garbage"),
+                             Reply([ACCEPT_BOTH] * 2)],  # recovers on the third attempt: two accepts
+    "fundamental theorem of arithmetic": [Reply(status=500), Reply([ACCEPT_BOTH] * 2, finish_reason="length")],
+}
+
+
+def scripted_faults(attempts: dict[str, int], healthy: dict[str, bool]):
+    def respond(req: dict, i: int) -> Reply:
+        user = req["messages"][-1]["content"]
+        key = next(k for k in FAULT_SCRIPT if k in user)
+        attempts[key] = attempts.get(key, 0) + 1
+        return Reply([ACCEPT_BOTH] * 2) if healthy["now"] else FAULT_SCRIPT[key][attempts[key] - 1]
+    return respond
 
 
 def test_endpoint_faults_are_retried_then_recorded_as_errors(tmp_path):
     subs = tmp_path / "subs.jsonl"
     subs.write_text("".join(Path(SUBMISSIONS).read_text().splitlines(keepends=True)[:3]))
-    with ScriptedServer(faulty) as srv:
-        out = tmp_path / "faults"
-        r = cli("score", "prover", "--problems", PROBLEMS, "--submissions", str(subs), "--endpoint", srv.url,
-                "--endpoint-model", "scripted", "--passes", "2", "--concurrency", "1", "--out", str(out))
-        assert len(srv.calls) > 3  # retried
-    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    out = tmp_path / "faults"
+    args = ["score", "prover", "--problems", PROBLEMS, "--submissions", str(subs), "--endpoint-model", "scripted",
+            "--passes", "2", "--concurrency", "1", "--out", str(out)]
+    attempts: dict[str, int] = {}
+    healthy = {"now": False}
+    with ScriptedServer(scripted_faults(attempts, healthy)) as srv:
+        r = cli(*args, "--endpoint", srv.url)
+        # bounded retries: 4 attempts for the proof that always fails, the others stop once answered
+        assert attempts == {"least element": 4, "decimal expansion of": 3, "fundamental theorem of arithmetic": 2}
+        assert r.returncode == 3, r.stderr[-2000:]
+        assert "incomplete" in r.stderr and "--resume" in r.stderr
+        records = {x["sample"]: x for x in map(json.loads, (out / "records.jsonl").read_text().splitlines())}
+        assert sorted(records) == [0, 1, 2]
+        errored = records[0]["verifier_trials"]
+        assert len(errored) == 2
+        for t in errored:  # an endpoint error is its own status: never a verdict, never an invalid output
+            assert (t["status"], t["valid"], t["error_status"]) == ("error", False, 500)
+            assert "after 4 attempt(s)" in t["error"]
+        recovered = records[1]["verifier_trials"]
+        assert len(recovered) == 2 and all(t["status"] == "valid" and t["error"] is None for t in recovered)
+        cut = records[2]["verifier_trials"]
+        assert cut[0]["status"] == "invalid" and cut[0]["finish_reason"] == "length" and cut[0]["error"] is None
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["errored_passes"] == 2 and summary["complete"] is False
+
+        healthy["now"] = True  # --resume against the mended server asks again for exactly the errored proof
+        again = cli(*args, "--endpoint", srv.url, "--resume")
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert attempts == {"least element": 5, "decimal expansion of": 3, "fundamental theorem of arithmetic": 2}
     summary = json.loads((out / "summary.json").read_text())
-    assert len(records) == 3
-    errored = 0
-    for rec in records:
-        for t in rec["verifier_trials"]:
-            assert not (t["valid"] and t["parsed"]["verdict"] == "accept" and t["error"])
-            if t["error"]:  # an endpoint error is its own status: never a verdict, never an invalid output
-                assert t["status"] == "error" and not t["valid"]
-                errored += 1
-            if t["finish_reason"] == "length":
-                assert t["status"] == "invalid"
-    assert summary["errored_passes"] == errored and summary["complete"] == (errored == 0)
-    assert r.returncode == (3 if errored else 0), r.stderr[-2000:]
+    assert summary["errored_passes"] == 0 and summary["complete"] is True
 
 
 @pytest.mark.parametrize(
