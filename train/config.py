@@ -107,6 +107,11 @@ class ProofcheckScriptArguments:
         "stops at the lowest adapted layer: on a 2-core CPU, SmolLM2-135M's forward+backward took 8 s instead of "
         "18-24 s with the top 10 of 30 layers. Needs lora_target_modules as module names (not all-linear)."))
 
+    time_budget_s: float | None = field(default=None, metadata=_help(
+        "Wall-clock seconds the whole run may take, counted from the process start (model load, vLLM start and "
+        "evaluations included): after each step, training stops if one more step plus the final evaluation and "
+        "save would pass it (train/budget.py). max_steps stays the most it runs. Unset = no budget."))
+
     # --- saving -----------------------------------------------------------------------------
     save_merged: bool = field(default=True, metadata=_help(
         "Save a full model (LoRA merged into the base) with its tokenizer to <output_dir>/merged."))
@@ -156,6 +161,8 @@ class ProofcheckScriptArguments:
             errs.append(f"eval_every_steps={self.eval_every_steps}: must be >= 0 (0 = only at the end)")
         if self.eval_temperature <= 0:
             errs.append(f"eval_temperature={self.eval_temperature}: must be > 0 (passes are sampled)")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            errs.append(f"time_budget_s={self.time_budget_s}: must be > 0 seconds (or unset for no budget)")
         return errs
 
     def _check_rewards(self) -> list[str]:

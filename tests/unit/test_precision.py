@@ -1,0 +1,200 @@
+"""The compute-dtype decision (proofcheck.precision) with the machine faked both ways, and every
+consumer that takes its dtype from it: `bf16: auto` in the recipes, the vLLM engine arguments,
+the SFT step sizing and the GRPO time budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from proofcheck import precision
+from proofcheck.precision import Machine, cpu_flags, decide
+
+AVX2 = Machine("cpu", "x86_64", frozenset({"avx", "avx2", "fma"}), "AVX2")
+AVX512 = Machine("cpu", "x86_64", frozenset({"avx2", "avx512f", "avx512_vnni"}), "AVX512")   # no bf16 unit
+AVX512_BF16 = Machine("cpu", "x86_64", frozenset({"avx2", "avx512f", "avx512_bf16"}), "AVX512")
+AMX = Machine("cpu", "x86_64", frozenset({"avx512f", "amx_tile", "amx_bf16"}), "AMX")
+ARM_BF16 = Machine("cpu", "aarch64", frozenset({"asimd", "sve", "bf16"}), "SVE")
+ARM_OLD = Machine("cpu", "aarch64", frozenset({"asimd"}), "DEFAULT")
+OTHER = Machine("cpu", "riscv64", frozenset({"bf16"}))
+H200 = Machine("cuda", "x86_64", AVX2.cpu_flags, "AVX2", cuda_bf16=True, cuda_name="NVIDIA H200")
+V100 = Machine("cuda", "x86_64", AVX2.cpu_flags, "AVX2", cuda_bf16=False, cuda_name="Tesla V100")
+
+
+@pytest.mark.parametrize(("machine", "requested", "dtype", "in_reason"), [
+    (AVX2, "auto", "float32", "AVX2, no native bf16"),
+    (AVX512, "auto", "float32", "no native bf16"),
+    (AVX512_BF16, "auto", "bfloat16", "avx512_bf16"),
+    (AMX, "auto", "bfloat16", "amx_bf16"),
+    (ARM_BF16, "auto", "bfloat16", "native bf16"),
+    (ARM_OLD, "auto", "float32", "no native bf16"),
+    (OTHER, "auto", "float32", "no native bf16"),        # unknown architecture: never guess bf16
+    (H200, "auto", "bfloat16", "H200"),
+    (V100, "auto", "float32", "no bf16"),
+    (AVX2, "bfloat16", "bfloat16", "emulated"),          # forced: allowed, and the reason warns
+    (AVX512_BF16, "float32", "float32", "forced"),
+])
+def test_decision_table(machine: Machine, requested: str, dtype: str, in_reason: str) -> None:
+    choice = decide(machine, requested, "PROOFCHECK_DTYPE")
+    assert choice.dtype == dtype
+    assert in_reason in choice.reason
+    assert choice.bf16 == (dtype == "bfloat16")
+    assert choice.record()["native_bf16"] == machine.native_bf16()
+
+
+@pytest.mark.parametrize(("flag", "env", "dtype", "source"), [
+    (None, None, "float32", "auto"),
+    (None, "bf16", "bfloat16", "PROOFCHECK_DTYPE"),
+    (None, "auto", "float32", "auto"),
+    ("fp32", "bf16", "float32", "--dtype"),       # the flag wins over the variable
+    ("auto", "bfloat16", "bfloat16", "PROOFCHECK_DTYPE"),   # `--dtype auto` leaves the variable in charge
+    ("bfloat16", None, "bfloat16", "--dtype"),
+])
+def test_flag_then_environment_then_machine(monkeypatch: pytest.MonkeyPatch, flag: str | None, env: str | None,
+                                            dtype: str, source: str) -> None:
+    monkeypatch.setattr(precision, "probe_machine", lambda device="auto": AVX2)
+    if env is None:
+        monkeypatch.delenv(precision.ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(precision.ENV_VAR, env)
+    choice = precision.choose_dtype(flag)
+    assert (choice.dtype, choice.source) == (dtype, source)
+
+
+@pytest.mark.parametrize(("flag", "env", "names"), [(None, "fp16", "PROOFCHECK_DTYPE='fp16'"),
+                                                    ("half", None, "--dtype='half'")])
+def test_bad_values_name_where_they_came_from(monkeypatch: pytest.MonkeyPatch, flag, env, names) -> None:
+    monkeypatch.setattr(precision, "probe_machine", lambda device="auto": AVX2)
+    monkeypatch.delenv(precision.ENV_VAR, raising=False)
+    if env:
+        monkeypatch.setenv(precision.ENV_VAR, env)
+    with pytest.raises(ValueError, match="choose one of auto, bfloat16") as e:
+        precision.choose_dtype(flag)
+    assert names in str(e.value)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu avx2 avx512_bf16\n",
+     {"fpu", "avx2", "avx512_bf16"}),
+    ("processor\t: 0\nFeatures\t: fp asimd bf16 sve\n", {"fp", "asimd", "bf16", "sve"}),
+    ("processor\t: 0\nmodel name\t: something with avx512_bf16 in its name\n", set()),
+])
+def test_cpu_flags_read_proc_cpuinfo(tmp_path: Path, text: str, expected: set[str]) -> None:
+    f = tmp_path / "cpuinfo"
+    f.write_text(text)
+    assert cpu_flags(f) == expected
+
+
+def test_this_machine_agrees_with_torch() -> None:
+    """The flag rule and oneDNN's own bf16 check agree on this host (both say no on AVX2)."""
+    torch = pytest.importorskip("torch")
+    m = precision.probe_machine("cpu")
+    assert m.torch_capability == torch.backends.cpu.get_cpu_capability()
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        assert not m.native_bf16()
+
+
+@pytest.mark.parametrize(("argv", "yaml_bf16", "native", "expected"), [
+    ([], "auto", False, ["--bf16", "false"]),
+    ([], "auto", True, ["--bf16", "true"]),
+    (["--bf16", "auto"], "true", False, ["--bf16", "false"]),
+    (["--bf16=auto"], None, True, ["--bf16=true"]),
+    (["--bf16", "true"], "auto", False, ["--bf16", "true"]),     # an explicit value is kept
+    ([], "false", True, []),                                     # nothing to resolve
+])
+def test_recipe_bf16_auto_is_resolved_before_trl(monkeypatch, tmp_path, argv, yaml_bf16, native, expected) -> None:
+    from proofcheck.train.args import resolve_auto_bf16
+
+    machine = AVX512_BF16 if native else AVX2
+    monkeypatch.setattr(precision, "probe_machine", lambda device="auto": machine)
+    monkeypatch.delenv(precision.ENV_VAR, raising=False)
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("use_cpu: true\n" + (f"bf16: {yaml_bf16}\n" if yaml_bf16 else ""))
+    assert resolve_auto_bf16(["--config", str(cfg), *argv], str(cfg)) == ["--config", str(cfg), *expected]
+
+
+@pytest.mark.parametrize(("native", "env", "dtype"), [(False, None, "float32"), (True, None, "bfloat16"),
+                                                      (True, "fp32", "float32"), (False, "bf16", "bfloat16")])
+def test_vllm_cpu_engines_get_the_decided_dtype(monkeypatch, native, env, dtype) -> None:
+    from proofcheck.serve import engine_args
+
+    monkeypatch.setattr(engine_args, "on_cpu", lambda: True)
+    monkeypatch.setattr(precision, "probe_machine", lambda device="auto": AVX512_BF16 if native else AVX2)
+    monkeypatch.delenv(precision.ENV_VAR, raising=False)
+    if env:
+        monkeypatch.setenv(precision.ENV_VAR, env)
+    assert engine_args.engine_kwargs()["dtype"] == dtype
+    assert engine_args.engine_kwargs(dtype="float16")["dtype"] == "float16"   # an explicit engine arg wins
+
+
+@pytest.mark.parametrize(("env", "dtype"), [(None, None), ("bf16", "bfloat16")])
+def test_vllm_gpu_engines_keep_vllms_auto_unless_asked(monkeypatch, env, dtype) -> None:
+    from proofcheck.serve import engine_args
+
+    monkeypatch.setattr(engine_args, "on_cpu", lambda: False)
+    monkeypatch.delenv(precision.ENV_VAR, raising=False)
+    if env:
+        monkeypatch.setenv(precision.ENV_VAR, env)
+    assert engine_args.engine_kwargs().get("dtype") == dtype
+
+
+@pytest.mark.parametrize(("first", "left", "max_steps", "steps"), [
+    (30.0, 300.0, 16, 11),     # 1 timed + 10 more
+    (30.0, 10_000.0, 16, 16),  # capped by --steps
+    (573.0, 300.0, 16, 1),     # emulated bf16: only the step already taken
+    (30.0, -50.0, 16, 1),      # already over budget
+    (0.0, 5.0, 4, 4),
+])
+def test_sft_steps_that_fit(first: float, left: float, max_steps: int, steps: int) -> None:
+    from proofcheck.train.sft import steps_that_fit
+
+    assert steps_that_fit(first, left, max_steps) == steps
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_time_budget_stops_when_one_more_step_and_the_tail_would_not_fit() -> None:
+    from proofcheck.train import budget as budget_mod
+
+    ticks = iter([0.0, 10.0] * 20)   # every step takes 10 s
+    clock = _Clock()
+    evals = SimpleNamespace(history=[{"step": 0, "seconds": 40.0}])
+    cb = budget_mod.TimeBudgetCallback(200.0, evals, clock=clock, save_reserve_s=20.0, timer=lambda: next(ticks))
+    state = SimpleNamespace(global_step=0, max_steps=50, is_world_process_zero=True)
+    stopped = []
+    for step in range(1, 20):
+        clock.now = 60.0 + 10.0 * step          # 60 s of loading and evaluation before step 1
+        state.global_step = step
+        control = SimpleNamespace(should_training_stop=False)
+        cb.on_step_begin(None, state, control)
+        cb.on_step_end(None, state, control)
+        if control.should_training_stop:
+            stopped.append(step)
+            break
+    # after step k the clock says 60 + 10k; one more step (10) + final eval (40) + save (20) must fit in 200:
+    # after step 7 they end at exactly 200 (fits), after step 8 at 210
+    assert stopped == [8]
+    assert cb.plan()["stopped_early_at"] == 8 and cb.plan()["median_step_s"] == 10.0
+
+
+def test_time_budget_never_stops_the_last_step_or_a_run_that_fits() -> None:
+    from proofcheck.train import budget as budget_mod
+
+    ticks = iter([0.0, 1.0] * 10)
+    cb = budget_mod.TimeBudgetCallback(1000.0, None, clock=_Clock(), save_reserve_s=0.0, timer=lambda: next(ticks))
+    state = SimpleNamespace(global_step=0, max_steps=5, is_world_process_zero=True)
+    for step in range(1, 6):
+        state.global_step = step
+        control = SimpleNamespace(should_training_stop=False)
+        cb.on_step_begin(None, state, control)
+        cb.on_step_end(None, state, control)
+        assert not control.should_training_stop
+    assert cb.plan()["stopped_early_at"] is None and cb.plan()["steps_timed"] == 5

@@ -1,0 +1,104 @@
+"""Fit a GRPO run to a wall-clock budget: stop after the last step that leaves time to finish.
+
+`time_budget_s` (ProofcheckScriptArguments) is the time the whole training process may take,
+counted from the process's start, so model loading, the vLLM engine start and the evaluation
+before the first step count too. After every step the callback predicts the end of the run if it
+took one more step: now + the median step so far + what follows the last step (the final held-out
+evaluation, as long as the last one took, and saving). When that passes the budget it stops
+training at this step; `max_steps` stays the most it will ever run. The plan (steps run, step
+time, why it stopped) goes into the run summary and is printed as `[proofcheck] budget ...` lines.
+
+Under several processes the decision is the main process's, broadcast to every rank, so all
+ranks stop at the same step (a rank that stopped alone would leave the others waiting in a
+collective).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from transformers import TrainerCallback
+
+# Merging LoRA into the weights and saving after the last step (SmolLM2-135M: 5-15 s on 2 cores),
+# plus shutting vLLM down.
+SAVE_RESERVE_S = 30.0
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (its creation time, as the OS records it)."""
+    import psutil
+
+    return time.time() - psutil.Process().create_time()
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Stops training once one more step would not leave time to evaluate and save within the budget."""
+
+    def __init__(self, budget_s: float, eval_cb: Any = None, accelerator: Any = None,
+                 clock: Any = process_age_s, save_reserve_s: float = SAVE_RESERVE_S,
+                 timer: Any = time.perf_counter) -> None:
+        self.budget_s = budget_s
+        self.eval_cb = eval_cb
+        self.accelerator = accelerator
+        self.clock = clock
+        self.save_reserve_s = save_reserve_s
+        self.timer = timer
+        self.step_s: list[float] = []
+        self.stopped_at: int | None = None
+        self.reason: str | None = None
+        self._t0: float | None = None
+        self._evals_seen = 0
+
+    def _eval_seconds(self) -> list[float]:
+        hist = getattr(self.eval_cb, "history", None) or []
+        return [float(h.get("seconds") or 0.0) for h in hist]
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._t0 = self.timer()
+        self._evals_seen = len(self._eval_seconds())
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self._t0 is None:
+            return control
+        evals = self._eval_seconds()
+        in_step_eval = sum(evals[self._evals_seen:])  # a periodic evaluation is not step time
+        self.step_s.append(self.timer() - self._t0 - in_step_eval)
+        self._t0 = None
+        if state.global_step >= state.max_steps:
+            return control
+        step = statistics.median(self.step_s)
+        tail = (evals[-1] if evals and self.eval_cb is not None else 0.0) + self.save_reserve_s
+        now = self.clock()
+        stop = now + step + tail > self.budget_s
+        if self._broadcast(stop):
+            control.should_training_stop = True
+            self.stopped_at = state.global_step
+            self.reason = (f"at {now:.0f} s one more step ({step:.1f} s) and the final evaluation and save "
+                           f"({tail:.0f} s) would pass the {self.budget_s:.0f} s budget")
+            if state.is_world_process_zero:
+                print(f"[proofcheck] budget: stopping after step {state.global_step} of at most "
+                      f"{state.max_steps}: {self.reason}", flush=True)
+        elif state.is_world_process_zero and len(self.step_s) == 1:
+            fit = state.global_step + int(max(0.0, self.budget_s - now - tail) // max(step, 1e-6))
+            print(f"[proofcheck] budget plan: first step {step:.1f} s, {now:.0f} s of {self.budget_s:.0f} s used "
+                  f"-> about {min(fit, state.max_steps)} of at most {state.max_steps} steps", flush=True)
+        return control
+
+    def _broadcast(self, stop: bool) -> bool:
+        """The main process's decision, on every rank."""
+        acc = self.accelerator
+        if acc is None or acc.num_processes == 1:
+            return stop
+        from accelerate.utils import broadcast_object_list
+
+        box = [stop]
+        broadcast_object_list(box, from_process=0)
+        return bool(box[0])
+
+    def plan(self) -> dict[str, Any]:
+        """What the run summary records."""
+        return {"time_budget_s": self.budget_s, "steps_timed": len(self.step_s),
+                "median_step_s": round(statistics.median(self.step_s), 2) if self.step_s else None,
+                "stopped_early_at": self.stopped_at, "reason": self.reason}
