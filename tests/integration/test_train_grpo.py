@@ -172,7 +172,8 @@ def test_resume_continues_the_step_count(tiny_model: Path, tmp_path: Path, test_
                                "--eval_max_samples", "0", "--resume_from_checkpoint", "last")))
     assert second["resumed_from"] == str(out / "checkpoint-2")
     assert second["start_step"] == 2 and second["global_step"] == 4 and second["steps_this_run"] == 2
-    assert [r["step"] for r in second["rewards"]] == [3, 4]
+    assert [r["step"] for r in second["rewards"]] == [1, 2, 3, 4]  # the history saved with checkpoint-2, then 3, 4
+    assert second["rewards"][:2] == first["rewards"]
     assert (out / "checkpoint-4").is_dir()
 
 
