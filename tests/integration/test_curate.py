@@ -134,16 +134,25 @@ def test_repair_accepts_only_unanimous_repairs(tmp_path):
 
 
 def test_repair_against_vllm_accepts_nothing_without_unanimity(vllm_server, tmp_path):
+    """A scripted repairer always writes a usable two-step proof, so every attempt reaches the real
+    vLLM checker; the random tiny model never writes a valid accept, so no repair may be accepted
+    (an invalid pass is never an accept, and unanimity needs all 4)."""
     recs = [json.loads(x) for x in ANNOTATED.read_text().splitlines()]
     src = tmp_path / "rej.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in [r for r in recs if not r["is_correct"]][:2]))
-    r = cli("data", "repair", "--rejected", str(src), "--repairer", vllm_server.url + "#tiny", "--checker",
-            vllm_server.url, "--passes", "4", "--max-tokens", "16", "--out", str(tmp_path / "rep"))
+    with ScriptedServer(repair_world) as world:
+        r = cli("data", "repair", "--rejected", str(src), "--repairer", world.url + "#strong", "--checker",
+                vllm_server.url, "--passes", "4", "--max-tokens", "16", "--out", str(tmp_path / "rep"))
+        repair_calls = len(world.calls)
     assert r.returncode == 0, r.stderr[-2000:]
+    assert repair_calls == 2  # one repair per flawed proof, none of them a checker call
     attempts = [json.loads(x) for x in (tmp_path / "rep" / "records.jsonl").read_text().splitlines()]
     assert len(attempts) == 2
-    repaired = (tmp_path / "rep" / "repaired.jsonl").read_text().splitlines()
-    accepted = [a for a in attempts if a["status"] == "accepted"]
-    assert len(repaired) == len(accepted)
-    for a in accepted:  # only possible if every pass of the checker accepted
-        assert all(v["accept"] == 4 for v in a["checker_votes"].values())
+    assert [a["status"] for a in attempts] == ["rejected_by_checkers"] * 2
+    for a in attempts:
+        assert a["steps"] == ["First corrected step.", "Second corrected step."]
+        (votes,) = a["checker_votes"].values()
+        assert votes["accept"] == 0 and votes["error"] == 0 and votes["invalid"] >= 1
+    assert (tmp_path / "rep" / "repaired.jsonl").read_text() == ""
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert summary["n_accepted"] == 0 and summary["status_counts"] == {"rejected_by_checkers": 2}
