@@ -18,6 +18,11 @@ up to the first error (`..., not 10.`): a short, checkable chain of thought a sm
 imitate, and that GRPO's reward can sharpen. Step texts come in several wordings so a verifier
 does not learn one template.
 
+This module's own proofs are the `chain` family. `proofcheck.data.families` holds the others
+(arithmetic in prose, linear equations, expansions, parity by cases, bounds), each with its own
+wordings and error kinds; `balanced_tasks` and `disjoint_splits` draw from them when asked
+(`families=[...]`, `exclude=[...]`) and keep drawing chains exactly as before when not.
+
 Example:
     >>> import random
     >>> t = make_task(random.Random(0), "miscopy")
@@ -28,6 +33,8 @@ Example:
 from __future__ import annotations
 
 import random
+import zlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proofcheck.parsing import format_verdict
@@ -127,6 +134,8 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
         "is_correct": first < 0,
         "first_error_step": first,
         "origin": "synthetic",
+        "family": "chain",
+        "kind": kind,
         "gold_verification": format_verdict(" ".join(checks) + " " + verdict, errors, first),
     }
 
@@ -150,7 +159,8 @@ def make_tasks(n: int, seed: int = 0, kinds: tuple[str, ...] = KINDS,
     return [make_task(rng, rng.choices(kinds, weights)[0], i) for i in range(n)]
 
 
-def balanced_tasks(n: int, seed: int = 0) -> list[dict[str, Any]]:
+def balanced_tasks(n: int, seed: int = 0, families: Sequence[str] | str | None = None,
+                   exclude: Sequence[str] = ()) -> list[dict[str, Any]]:
     """`n` tasks in pairs of one valid and one flawed proof (flawed kinds in turn, each pair in
     random order).
 
@@ -158,7 +168,33 @@ def balanced_tasks(n: int, seed: int = 0) -> list[dict[str, Any]]:
     training batches taken in order (TRL: `shuffle_dataset: false`) are balanced, which keeps
     GRPO from drifting to "accept everything" (accepting a valid proof earns the top level, so
     an unbalanced batch pays for never rejecting).
+
+    Without `families` and `exclude` every task is an arithmetic chain (the `chain` family, this
+    module's `make_task`). With them, the proofs come from the families chosen
+    (`proofcheck.data.families`: a list of names or "all", minus `exclude`): pair j is of family
+    j mod F, both proofs of a pair of the same family, the family's flawed kinds in turn.
+
+    >>> [t["family"] for t in balanced_tasks(4, seed=1, families=["linear", "parity"])]
+    ['linear', 'linear', 'parity', 'parity']
     """
+    if families is None and not exclude:
+        return _chain_pairs(n, seed)
+    from proofcheck.data.families import FAMILIES, make_family_task, resolve
+
+    chosen = [FAMILIES[f] for f in resolve(families, exclude)]
+    rng = random.Random(seed)
+    tasks = []
+    for i in range(n):
+        pair, fam = i // 2, chosen[(i // 2) % len(chosen)]
+        if i % 2 == 0:
+            valid_first = rng.random() < 0.5
+        flawed = fam.flawed_kinds[(pair // len(chosen)) % len(fam.flawed_kinds)]
+        tasks.append(make_family_task(rng, fam.name, "valid" if (i % 2 == 0) == valid_first else flawed, i))
+    return tasks
+
+
+def _chain_pairs(n: int, seed: int) -> list[dict[str, Any]]:
+    """`balanced_tasks` of the arithmetic chain alone (the default; its draws never change)."""
     rng = random.Random(seed)
     tasks = []
     for i in range(n):
@@ -175,21 +211,50 @@ def _problem_key(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def disjoint_splits(sizes: dict[str, int], seed: int = 0) -> dict[str, list[dict[str, Any]]]:
+FamilyChoice = Sequence[str] | str | None
+
+
+def _per_split(choice: FamilyChoice | Mapping[str, FamilyChoice], name: str) -> FamilyChoice:
+    return choice.get(name) if isinstance(choice, Mapping) else choice
+
+
+def disjoint_splits(sizes: dict[str, int], seed: int = 0,
+                    families: FamilyChoice | Mapping[str, FamilyChoice] = None,
+                    exclude: Sequence[str] | Mapping[str, Sequence[str]] = ()) -> dict[str, list[dict[str, Any]]]:
     """Balanced task sets (see `balanced_tasks`) with no problem in two sets, for train / dev / eval.
 
     Sets are drawn in the order given; a later set drops (and replaces) any valid/flawed pair with
     a problem an earlier set holds, so held-out numbers are never measured on a training problem
     and every set stays half valid (for even sizes). Proof ids are prefixed with the set's name so
     they are unique across sets.
+
+    `families` and `exclude` choose the proof families (`proofcheck.data.families`), for every set
+    (a list, or "all") or per set (a dict from set name to a list; sets not named get every
+    family). Without either, every set is arithmetic chains, drawn as they always were. With
+    them, a set's draws depend on the seed, its name, its size and families, and the sets before
+    it, so put the held-out sets first to keep them the same whatever the training sets draw.
+    Leave-one-family-out (train without `linear`, evaluate on everything; the eval set is the same
+    as in the run with every family):
+
+    >>> sets = disjoint_splits({"eval": 8, "dev": 4, "train": 10}, seed=0, families="all",
+    ...                        exclude={"train": ["linear"]})
+    >>> "linear" in {t["family"] for t in sets["train"]}, "linear" in {t["family"] for t in sets["eval"]}
+    (False, True)
     """
+    by_family = families is not None or bool(exclude)
     seen: set[str] = set()
     out: dict[str, list[dict[str, Any]]] = {}
     for k, (name, n) in enumerate(sizes.items()):
         kept: list[dict[str, Any]] = []
         round_ = 0
         while len(kept) < n:
-            fresh = balanced_tasks(2 * n + 2, seed=seed * 1009 + k * 97 + round_)
+            if by_family:
+                fam = _per_split(families, name)
+                fresh = balanced_tasks(2 * n + 2, seed=seed * 1009 + zlib.crc32(name.encode()) % 100_003 + round_,
+                                       families="all" if fam is None else fam,
+                                       exclude=_per_split(exclude, name) or ())
+            else:
+                fresh = balanced_tasks(2 * n + 2, seed=seed * 1009 + k * 97 + round_)
             for pair in zip(fresh[::2], fresh[1::2], strict=True):
                 keys = {_problem_key(t["problem"]) for t in pair}
                 if len(keys) == 2 and not keys & seen and len(kept) < n:

@@ -1,0 +1,124 @@
+"""What every proof family returns (`Draft`) and how it becomes a task (`to_task`).
+
+A family generator writes one short proof of one kind (valid, or one error kind of its own) and
+knows its exact labels: the first wrong step and why it is wrong. `to_task` turns that into the
+task shape `proofcheck.data.synth.make_task` writes (AMB annotated-proof fields, `origin:
+synthetic`, a gold verification that parses to the labels) plus `family` and `kind`.
+
+The gold verification checks each step up to the first error (`Step 1: 20-5=15 ok.`), then names
+it, as the arithmetic chain does: a short chain of thought a small verifier can imitate.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from proofcheck.parsing import format_verdict
+
+
+@dataclass
+class Draft:
+    """One generated proof with its exact labels.
+
+    `checks` holds one gold check line per step, up to and including the first wrong step (the
+    line without the `Step i:` prefix); `error` is (first wrong step, reason) or None when valid.
+    """
+
+    problem: str
+    steps: list[str]
+    checks: list[str]
+    error: tuple[int, str] | None
+    reference_solution: str
+    reference_answer: str
+    subject: str
+
+
+class Proof:
+    """Builds a `Draft` step by step: `add(text, ok_check, wrong_reason=None)` records a step and,
+    until the first wrong step, its gold check line.
+
+    >>> p = Proof()
+    >>> p.add("2 + 2 = 4.", "2+2=4 ok.")
+    >>> p.add("So 4 + 1 = 6.", "4+1=5, not 6.", "4 + 1 = 5, not 6.")
+    >>> p.error, p.checks
+    ((1, '4 + 1 = 5, not 6.'), ['2+2=4 ok.', '4+1=5, not 6.'])
+    """
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+        self.checks: list[str] = []
+        self.error: tuple[int, str] | None = None
+
+    def add(self, text: str, check: str, wrong: str | None = None) -> None:
+        """Append step `text`; `check` is its gold check line; `wrong` (a reason) marks it wrong."""
+        if self.error is None:
+            self.checks.append(check)
+            if wrong is not None:
+                self.error = (len(self.steps), wrong)
+        self.steps.append(text)
+
+    def draft(self, problem: str, reference_solution: str, reference_answer: str, subject: str) -> Draft:
+        return Draft(problem, self.steps, self.checks, self.error, reference_solution, reference_answer, subject)
+
+
+def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
+    """One wording, drawn with `rng` (a named helper so every family draws wordings alike)."""
+    return rng.choice(options)
+
+
+def signed(c: int, first: bool = False) -> str:
+    """`c` as a term of a sum: `+ 3`, `- 3` (or `3`, `-3` when it is the first term)."""
+    if first:
+        return str(c)
+    return f"+ {c}" if c >= 0 else f"- {-c}"
+
+
+def linear(coef: int, var: str, const: int) -> str:
+    """`coef*var + const` written as a person would: `3x + 5`, `x - 2`, `-x`, `4`."""
+    parts = []
+    if coef:
+        parts.append({1: var, -1: f"-{var}"}.get(coef, f"{coef}{var}"))
+    if const or not parts:
+        parts.append(signed(const, first=not parts))
+    return " ".join(parts)
+
+
+def to_task(draft: Draft, family: str, kind: str, index: int = 0) -> dict[str, Any]:
+    """The task dict (same shape as `synth.make_task`'s, plus `family` and `kind`).
+
+    Raises ValueError when the draft's labels disagree with its kind (a generator bug).
+    """
+    if (kind == "valid") != (draft.error is None):
+        raise ValueError(f"{family}:{kind}: the generator's error {draft.error} does not fit the kind")
+    first = draft.error[0] if draft.error else -1
+    errors = [draft.error] if draft.error else []
+    checks = " ".join(f"Step {i}: {c}" for i, c in enumerate(draft.checks))
+    verdict = "The proof is correct." if first < 0 else f"The first error is in step {first}."
+    pid = f"synth-{index:05d}"
+    return {
+        "problem_id": pid,
+        "problem": draft.problem,
+        "reference_solution": draft.reference_solution,
+        "reference_answer": draft.reference_answer,
+        "domain": "ugd",
+        "subject": draft.subject,
+        "source_id": "proofcheck-synth",
+        "proof_id": f"{pid}-p0",
+        "steps": draft.steps,
+        "policy": "synthetic",
+        "annotation": {
+            "first_fatal_error_step": first,
+            "recoverable_error_steps": [-1],
+            "reviewer_comment": f"Step {first}: {draft.error[1]}" if draft.error else "Every step is correct.",
+            "first_error_reason": draft.error[1] if draft.error else "",
+            "remark": f"synthetic:{family}:{kind}",
+        },
+        "is_correct": first < 0,
+        "first_error_step": first,
+        "origin": "synthetic",
+        "family": family,
+        "kind": kind,
+        "gold_verification": format_verdict(f"{checks} {verdict}", errors, first),
+    }

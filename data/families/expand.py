@@ -1,0 +1,155 @@
+"""Expanding and simplifying an expression: `3(x + 2) - 2(x - 5) = 3x + 6 - 2x + 10 = x + 16`.
+
+Three shapes: a sum of two multiplied brackets `p(x + q) + r(x + w)`, a product `(x + a)(x + b)`
+and a square `(x + a)^2`. The proof expands, groups like terms, simplifies, and concludes the
+identity the problem claims (the claim is what the proof concludes). Kinds:
+
+- `valid`: every line is equal to the expression;
+- `sign_slip`: a negative factor is distributed over a bracket with a negative term and the
+  product's sign comes out wrong (`-2(x - 5) = -2x - 10`), carried forward;
+- `wrong_rule`: a false expansion rule: only the first term of a bracket multiplied
+  (`3(x + 2) = 3x + 2`), only first and last terms of a product (`(x + 3)(x - 2) = x^2 - 6`), or
+  a square taken term by term (`(x + 3)^2 = x^2 + 9`); carried forward;
+- `arithmetic`: like terms combined with a wrong coefficient or constant, carried forward;
+- `conclusion`: every line is right, the concluding identity states another expression.
+"""
+
+from __future__ import annotations
+
+import random
+
+from proofcheck.data.families._base import Draft, Proof, linear, pick, signed
+
+KINDS = ("valid", "sign_slip", "wrong_rule", "arithmetic", "conclusion")
+VARS = ("x", "y", "t", "z", "u")
+_PROBLEMS = (
+    "Prove that {E} = {F} for every real number {v}.",
+    "Show that {E} simplifies to {F}.",
+    "Expand {E} and prove that the result is {F}.",
+)
+_EXPAND = ("Expanding the brackets, {E} = {T}.", "By the distributive law, {E} = {T}.",
+           "Multiplying out: {E} = {T}.")
+_GROUP = ("Grouping like terms, this is {T}.", "Collecting like terms gives {T}.", "Rearranging: = {T}.")
+_SIMPLIFY = ("Simplifying, this equals {T}.", "So the expression is {T}.", "This simplifies to {T}.")
+_CONCLUDE = ("Hence {E} = {F}.", "Therefore {E} = {F} for every {v}.", "So {E} simplifies to {F}, as claimed.")
+
+
+def _sq(v: str, rng: random.Random) -> str:
+    return f"{v}^2" if rng.random() < 0.7 else f"{v}²"
+
+
+def _quadratic(v2: str, v: str, b: int, c: int) -> str:
+    """`v2 + b v + c` with zero terms dropped (`x^2 + 6x + 9`, `x^2 - 4`)."""
+    out = v2
+    if b:
+        out += " " + signed(b) + v if abs(b) != 1 else f" {'+' if b > 0 else '-'} {v}"
+    return out + (f" {signed(c)}" if c else "")
+
+
+def _brackets(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str, str]:
+    """p(v + q) + r(v + w): returns (E, final expression, true simplified)."""
+    pc = rng.randint(2, 6)
+    r = rng.choice([-1, 1]) * rng.randint(2, 6)
+    q = rng.choice([-1, 1]) * rng.randint(1, 9)
+    w = rng.choice([-1, 1]) * rng.randint(1, 9)
+    if kind == "sign_slip":
+        r, w = -abs(r), -abs(w)
+    E = f"{pc}({linear(1, v, q)}) {'+' if r > 0 else '-'} {abs(r)}({linear(1, v, w)})"
+    t1, t2 = pc * q, r * w
+    true_a, true_b = pc + r, t1 + t2
+    if kind == "sign_slip":
+        t2 = -t2
+    if kind == "wrong_rule":
+        t1 = q
+    T0 = f"{pc}{v} {signed(t1)} {signed(r)}{v} {signed(t2)}"
+    if kind == "sign_slip":
+        p.add(pick(rng, _EXPAND).format(E=E, T=T0), f"({r})·({w})={r * w}, not {t2}.",
+              f"({r})·({w}) = {r * w}, not {t2}: the sign of the product is wrong.")
+    elif kind == "wrong_rule":
+        p.add(pick(rng, _EXPAND).format(E=E, T=T0), f"{pc}·{q}={pc * q}, not {q}.",
+              f"{pc} multiplies every term of the bracket: {pc}·{q} = {pc * q}, not {q}.")
+    else:
+        p.add(pick(rng, _EXPAND).format(E=E, T=T0), f"{pc}·({q})={pc * q}, ({r})·({w})={r * w} ok.")
+    T1 = f"({pc} {signed(r)}){v} + ({t1} {signed(t2)})"
+    p.add(pick(rng, _GROUP).format(T=T1), "grouping ok.")
+    a_, b_ = pc + r, t1 + t2
+    if kind == "arithmetic":
+        if rng.random() < 0.5:
+            a_ += rng.choice([-2, -1, 1, 2])
+        else:
+            b_ += rng.choice([-2, -1, 1, 2, 10, -10])
+    T2 = linear(a_, v, b_)
+    if (a_, b_) == (pc + r, t1 + t2):
+        p.add(pick(rng, _SIMPLIFY).format(T=T2), f"{pc}{r:+d}={pc + r}, {t1}{t2:+d}={t1 + t2} ok.")
+    else:
+        p.add(pick(rng, _SIMPLIFY).format(T=T2), f"{pc}{r:+d}={pc + r}, {t1}{t2:+d}={t1 + t2}, "
+              f"not {T2}.", f"({pc} {signed(r)}){v} + ({t1} {signed(t2)}) = {linear(pc + r, v, t1 + t2)}, not {T2}.")
+    return E, T2, linear(true_a, v, true_b)
+
+
+def _product(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str, str]:
+    """(v + a)(v + b) or (v + a)^2: returns (E, final expression, true simplified)."""
+    v2 = _sq(v, rng)
+    a = rng.choice([-1, 1]) * rng.randint(1, 9)
+    square = rng.random() < 0.4
+    b = a if square else rng.choice([k for k in range(-9, 10) if k not in (0, -a)])
+    E = f"({linear(1, v, a)})^2" if square else f"({linear(1, v, a)})({linear(1, v, b)})"
+    true = _quadratic(v2, v, a + b, a * b)
+    if kind == "wrong_rule":
+        T = f"{v2} {signed(a * b)}"
+        rule = f"({linear(1, v, a)})^2 = {true}" if square else \
+            f"every term multiplies every term, giving {v2} {signed(b)}{v} {signed(a)}{v} {signed(a * b)}"
+        p.add(pick(rng, _EXPAND).format(E=E, T=T), f"the cross terms {a + b}{v} are missing.",
+              f"{rule}; the terms in {v} are missing.")
+        p.add(pick(rng, _SIMPLIFY).format(T=T), "ok given step 0.")
+        return E, T, true
+    T0 = f"{v2} {signed(b)}{v} {signed(a)}{v} {signed(a * b)}"
+    p.add(pick(rng, _EXPAND).format(E=E, T=T0), f"({a})·({b})={a * b} ok.")
+    cb, cc = a + b, a * b
+    if kind == "arithmetic":
+        if rng.random() < 0.5 or a + b == 0:
+            cc += rng.choice([-2, -1, 1, 2])
+        else:
+            cb = -(a + b) if rng.random() < 0.5 else cb + rng.choice([-1, 1])
+    T1 = _quadratic(v2, v, cb, cc)
+    if (cb, cc) == (a + b, a * b):
+        p.add(pick(rng, _SIMPLIFY).format(T=T1), f"{b}{a:+d}={a + b} ok.")
+    else:
+        p.add(pick(rng, _SIMPLIFY).format(T=T1), f"{b}{a:+d}={a + b}, {a}·{b}={a * b}, so {true}, not {T1}.",
+              f"{signed(b, True)}{v} {signed(a)}{v} {signed(a * b)} gives {true}, not {T1}.")
+    return E, T1, true
+
+
+def make(rng: random.Random, kind: str) -> Draft:
+    """One proof of `kind` (see `KINDS`)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown expand kind {kind!r}; choose one of {', '.join(KINDS)}")
+    v = pick(rng, VARS)
+    p = Proof()
+    if kind == "sign_slip" or rng.random() < 0.5:
+        E, final, true = _brackets(rng, kind, v, p)
+    else:
+        E, final, true = _product(rng, kind, v, p)
+    claimed = final
+    if kind == "conclusion":
+        while claimed == final:
+            claimed = _perturb(rng, final, v)
+    text = pick(rng, _CONCLUDE).format(E=E, F=claimed, v=v)
+    if claimed == final:
+        p.add(text, "the identity follows.")
+    else:
+        p.add(text, f"the steps give {final}, not {claimed}.", f"the steps give {final}, not {claimed}.")
+    problem = pick(rng, _PROBLEMS).format(E=E, F=claimed, v=v)
+    return p.draft(problem, f"Expand and collect like terms: {E} = {true}.", true, "algebra")
+
+
+def _perturb(rng: random.Random, expr: str, v: str) -> str:
+    """`expr` with one number changed by 1 or 2 (or a sign flipped): a near-miss conclusion."""
+    import re
+
+    nums = list(re.finditer(r"\d+", expr.replace("^2", "^@")))
+    if not nums:
+        return expr + " + 1"
+    m = rng.choice(nums)
+    new = int(m.group()) + rng.choice([1, 2])
+    return expr[:m.start()] + str(new) + expr[m.end():]

@@ -1,0 +1,122 @@
+"""Solving a linear equation step by step: `3x + 5 = x + 21`, then `2x + 5 = 21`, `2x = 16`, `x = 8`.
+
+The equation has one integer solution; the proof isolates the unknown one move at a time and
+concludes its value, and the problem claims the value the proof concludes. Kinds:
+
+- `valid`: every move is right;
+- `sign_slip`: a constant is moved to the other side without changing its sign (`2x = 21 + 5`);
+  the rest of the proof builds on it correctly (the numbers shown add up: only the rule is wrong);
+- `divide_one_term`: both sides are divided by the coefficient but the constant on the left is
+  left undivided (`2x + 6 = 16` -> `x + 6 = 8`), a wrong rule carried forward;
+- `arithmetic`: a subtraction of constants is miscomputed, carried forward;
+- `conclusion`: every move is right, the last step states another value.
+
+Wordings vary the unknown's name, which side the constant sits on, the order of the moves
+(divide first when the constant is divisible), and the phrasing of each move.
+"""
+
+from __future__ import annotations
+
+import random
+
+from proofcheck.data.families._base import Draft, Proof, linear, pick
+
+KINDS = ("valid", "sign_slip", "divide_one_term", "arithmetic", "conclusion")
+VARS = ("x", "y", "t", "n", "z")
+_PROBLEMS = (
+    "Prove that the solution of {eq} is {v} = {s}.",
+    "Show that if {eq}, then {v} = {s}.",
+    "Solve {eq} for {v} and prove that {v} = {s}.",
+)
+_SUB_VAR = (
+    "Subtract {c} from both sides: {r}.",
+    "Taking {c} away from each side gives {r}.",
+    "Bringing the {v}-terms to the left, {r}.",
+)
+_MOVE = (  # the constant goes to the right; {r} is the new equation
+    "{Op} {k} {prep} both sides: {r}.",
+    "{Opping} {k} {prep} each side gives {r}.",
+    "Move the {b} to the right-hand side: {r}.",
+    "Moving the constant to the other side, {r}.",
+)
+_DIVIDE = ("Divide both sides by {A}: {r}.", "Dividing by {A}, {r}.", "Since {A} is not zero, {r}.")
+_CONCLUDE = ("Hence {v} = {s}.", "Therefore the solution is {v} = {s}.", "So {v} = {s}, as claimed.")
+
+
+def _equation(rng: random.Random, a: int, b: int, c: int, d: int, v: str) -> str:
+    left = linear(a, v, b) if rng.random() < 0.7 or b == 0 else f"{b} + {linear(a, v, 0)}"
+    return f"{left} = {linear(c, v, d)}"
+
+
+def _params(rng: random.Random, kind: str) -> tuple[int, int, int, int, int]:
+    """(a, b, c, d, s): the equation a*v + b = c*v + d with solution s, fit for `kind`."""
+    while True:
+        A = rng.randint(2, 7)
+        c = rng.choice([0, 0, rng.randint(1, 4)])
+        s = rng.randint(-3, 12)
+        b = rng.choice([k for k in range(-15, 16) if k])
+        if kind == "sign_slip" and (b <= 0 or (2 * b) % A):
+            continue  # the slipped value must still divide, and the slip reads as "moving b"
+        if kind == "divide_one_term" and b % A:
+            continue
+        return A + c, b, c, A * s + b, s
+
+
+def _move(rng: random.Random, b: int, r: str) -> str:
+    """The step that moves the constant `b` from the left to the right: `r` is its equation."""
+    words = ("Subtract", "Subtracting", "from") if b > 0 else ("Add", "Adding", "to")
+    return pick(rng, _MOVE).format(Op=words[0], Opping=words[1], prep=words[2], k=abs(b), b=b, r=r)
+
+
+def make(rng: random.Random, kind: str) -> Draft:
+    """One proof of `kind` (see `KINDS`)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown linear kind {kind!r}; choose one of {', '.join(KINDS)}")
+    v = pick(rng, VARS)
+    a, b, c, d, s = _params(rng, kind)
+    A = a - c
+    eq = _equation(rng, a, b, c, d, v)
+    p = Proof()
+    if c:
+        r = f"{linear(A, v, b)} = {d}"
+        p.add(pick(rng, _SUB_VAR).format(c=linear(c, v, 0), r=r, v=v), f"{a}{v}-{c}{v}={A}{v} ok.")
+    sign = "-" if b > 0 else "+"
+    if kind == "divide_one_term" or (b % A == 0 and kind == "valid" and rng.random() < 0.4):
+        q = d // A
+        if kind == "divide_one_term":
+            p.add(pick(rng, _DIVIDE).format(A=A, r=f"{linear(1, v, b)} = {d} / {A} = {q}"),
+                  f"{b}/{A}={b // A}, so {linear(1, v, b // A)} = {q}, not {linear(1, v, b)} = {q}.",
+                  f"dividing by {A} divides every term: {linear(1, v, b // A)} = {q}, not {linear(1, v, b)} = {q}.")
+            b_shown = b
+        else:
+            p.add(pick(rng, _DIVIDE).format(A=A, r=f"{linear(1, v, b // A)} = {d} / {A} = {q}"),
+                  f"{d}/{A}={q}, {b}/{A}={b // A} ok.")
+            b_shown = b // A
+        value = q - b_shown
+        p.add(_move(rng, b_shown, f"{v} = {q} {'-' if b_shown > 0 else '+'} {abs(b_shown)} = {value}"),
+              f"{q}{'-' if b_shown > 0 else '+'}{abs(b_shown)}={value} ok.")
+    else:
+        right = d - b
+        if kind == "sign_slip":
+            shown = d + b
+            p.add(_move(rng, b, f"{A}{v} = {d} + {b} = {shown}"), f"{d}-{b}={right}, not {d}+{b}.",
+                  f"moving {b} to the other side changes its sign: {A}{v} = {d} - {b} = {right}, not {shown}.")
+        else:
+            shown = right + (rng.choice([-2, -1, 1, 2]) * A if kind == "arithmetic" else 0)
+            calc = f"{d}{sign}{abs(b)}={right}"
+            text = _move(rng, b, f"{A}{v} = {d} {sign} {abs(b)} = {shown}")
+            if shown == right:
+                p.add(text, f"{calc} ok.")
+            else:
+                p.add(text, f"{calc}, not {shown}.", f"{d} {sign} {abs(b)} = {right}, not {shown}.")
+        value = shown // A
+        p.add(pick(rng, _DIVIDE).format(A=A, r=f"{v} = {shown} / {A} = {value}"), f"{shown}/{A}={value} ok.")
+    claimed = value + (rng.choice([-2, -1, 1, 2]) if kind == "conclusion" else 0)
+    text = pick(rng, _CONCLUDE).format(v=v, s=claimed)
+    if claimed == value:
+        p.add(text, f"{v}={value} ok.")
+    else:
+        p.add(text, f"the steps give {v}={value}, not {claimed}.", f"the steps give {v} = {value}, not {claimed}.")
+    problem = pick(rng, _PROBLEMS).format(eq=eq, v=v, s=claimed)
+    ref = f"Collect the {v}-terms and the constants: {A}{v} = {d - b}, so {v} = {s}."
+    return p.draft(problem, ref, str(s), "algebra")
