@@ -2,7 +2,12 @@
 
 Measured here, in the same run as the figures they bound (2 torch threads unless --threads):
   - memory bandwidth: copy a large preallocated array (bytes read + written per second, best of N);
-  - matmul throughput: 2048x2048 `torch.mm` in bf16 and fp32 (GFLOP/s, best of N).
+  - matmul throughput: 2048x2048 `torch.mm` in bf16 and fp32 (GFLOP/s, best of N). A dtype this
+    machine only emulates (bf16 on a CPU without avx512_bf16/AMX: ~1 GFLOP/s, a 2048 matmul would
+    take ~20 s a repeat) is measured once on a 512x512 matmul and marked emulated.
+  - the compute dtype the project uses here (`proofcheck.precision`): its peak ("matmul_peak_flop_s")
+    and its bytes per value bound the roofline and the MFU figures, so every ratio is against
+    the dtype that actually ran.
 Then, for a decoder shape (SmolLM2-135M by default: 30 layers, hidden 576, MLP 1536, 9 heads /
 3 KV heads of 64, vocab 49152, tied embeddings), the decode roofline for a batch of B sequences at
 context C: min(bandwidth bound = B x bandwidth / bytes read per decode step (weights once + every
@@ -21,6 +26,8 @@ import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+
+EMULATED_N = 512   # the bounded bf16 matmul where bf16 is emulated (~0.3 s instead of ~20 s a repeat)
 
 
 @dataclass(frozen=True)
@@ -159,13 +166,21 @@ def measure_machine(threads: int = 2, quick: bool = False, device: str = "cpu") 
     # best of many: a shared VM's neighbours only ever slow a repeat down, and a peak measured low
     # would flatter every achieved/peak ratio (one 3-repeat bf16 figure came out 459 GFLOP/s
     # minutes after another gave 752). A 2048 matmul is ~25 ms in bf16, ~100 ms in fp32 here.
+    from proofcheck.precision import choose_dtype
+
     reps = 5 if quick else 9
     gpu = device.startswith("cuda")
     mib, n = (4096, 8192) if gpu else (512 if quick else 1024, 2048)
+    choice = choose_dtype(device="auto" if gpu else "cpu")
+    native_bf16 = choice.machine.native_bf16()
+    bf16_n, bf16_reps = (n, 4 * reps) if native_bf16 else (EMULATED_N, 1)
     out = {"bandwidth_B_s": measure_bandwidth(mib, reps, threads, device),
-           "matmul_bf16_flop_s": measure_matmul("bfloat16", n, 4 * reps, threads, device),
+           "matmul_bf16_flop_s": measure_matmul("bfloat16", bf16_n, bf16_reps, threads, device),
            "matmul_fp32_flop_s": measure_matmul("float32", n, 4 * reps, threads, device),
+           "bf16_emulated": not native_bf16, "bf16_matmul_n": bf16_n,
+           "compute_dtype": choice.dtype, "dtype_reason": choice.reason,
            "threads": threads, "device": device, "matmul_n": n}
+    out["matmul_peak_flop_s"] = out["matmul_bf16_flop_s" if choice.bf16 else "matmul_fp32_flop_s"]
     if gpu:  # hand the cached blocks back: a vLLM engine started next sizes itself from the free memory
         import torch
 
@@ -177,9 +192,14 @@ def best_of(*machines: dict[str, Any]) -> dict[str, Any]:
     """Several `measure_machine` results combined: the highest of each measured rate. Interference
     only ever slows a measurement, so the highest is the closest to what the machine can do."""
     out = dict(machines[0])
-    for key in ("bandwidth_B_s", "matmul_bf16_flop_s", "matmul_fp32_flop_s"):
+    for key in ("bandwidth_B_s", "matmul_bf16_flop_s", "matmul_fp32_flop_s", "matmul_peak_flop_s"):
         out[key] = max(m[key] for m in machines)
     return out
+
+
+def value_bytes(m: dict[str, Any]) -> int:
+    """Bytes per weight / KV value in the compute dtype the machine measurement chose."""
+    return 2 if m["compute_dtype"] == "bfloat16" else 4
 
 
 def current_device() -> str:
@@ -192,9 +212,12 @@ def current_device() -> str:
 def machine_rows(m: dict[str, float]) -> list[str]:
     """Markdown rows for the measured machine."""
     n, where = m["matmul_n"], "GPU" if m["device"].startswith("cuda") else f"{m['threads']} threads"
+    bn = m["bf16_matmul_n"]
+    emulated = " (emulated: no native bf16 here; one repeat)" if m["bf16_emulated"] else ""
+    used = {d: " (the compute dtype here)" if m["compute_dtype"] == d else "" for d in ("bfloat16", "float32")}
     return [f"| memory bandwidth (copy, read+write, {where}) | {m['bandwidth_B_s'] / 1e9:.1f} GB/s |",
-            f"| bf16 matmul {n}x{n} | {m['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s |",
-            f"| fp32 matmul {n}x{n} | {m['matmul_fp32_flop_s'] / 1e9:.0f} GFLOP/s |"]
+            f"| bf16 matmul {bn}x{bn}{emulated}{used['bfloat16']} | {m['matmul_bf16_flop_s'] / 1e9:.1f} GFLOP/s |",
+            f"| fp32 matmul {n}x{n}{used['float32']} | {m['matmul_fp32_flop_s'] / 1e9:.0f} GFLOP/s |"]
 
 
 def main() -> int:
@@ -207,19 +230,21 @@ def main() -> int:
 
     m = measure_machine(args.threads, args.quick)
     s = SMOLLM2_135M
+    short = {"bfloat16": "bf16", "float32": "fp32"}[m["compute_dtype"]]
     print(f"\n### The machine, measured now; decode roofline of SmolLM2-135M ({s.params / 1e6:.1f} M params, "
-          f"bf16 weights and KV cache) at context {args.context:.0f}\n")
+          f"{short} weights and KV cache: {m['dtype_reason']}) at context {args.context:.0f}\n")
     print("| measurement | value |\n|---|---:|")
     print("\n".join(machine_rows(m)))
     print("\n| sequences decoding together | bandwidth bound tok/s | compute bound tok/s | roofline tok/s | bound |")
     print("|---:|---:|---:|---:|---|")
     for batch in (1, 8, 32, 128):
-        r = decode_roofline(s, batch, args.context, m["bandwidth_B_s"], m["matmul_bf16_flop_s"])
+        r = decode_roofline(s, batch, args.context, m["bandwidth_B_s"], m["matmul_peak_flop_s"], value_bytes(m))
         print(f"| {batch} | {r['bandwidth_bound_tok_s']:.0f} | {r['compute_bound_tok_s']:.0f} "
               f"| {r['roofline_tok_s']:.0f} | {r['bound']} |")
     emit({"machine.bandwidth_GB_s": round(m["bandwidth_B_s"] / 1e9, 2),
           "machine.matmul_bf16_GFLOP_s": round(m["matmul_bf16_flop_s"] / 1e9, 1),
-          "machine.matmul_fp32_GFLOP_s": round(m["matmul_fp32_flop_s"] / 1e9, 1)})
+          "machine.matmul_fp32_GFLOP_s": round(m["matmul_fp32_flop_s"] / 1e9, 1),
+          "machine.bf16_emulated": m["bf16_emulated"], "machine.compute_dtype": m["compute_dtype"]})
     return 0
 
 

@@ -52,14 +52,17 @@ def tasks_for(n: int) -> list[dict]:
 def engine_stage(model: str, n_proofs: int, max_tokens: int, repeats: int = 1) -> dict[str, Any]:
     """(a) and the decode measurement on an in-process `vllm.LLM` (run in a child process); (a)'s
     wall time is the median of `repeats` runs with the same seeds, its tokens the last run's (bf16
-    results depend a little on how requests are batched, so seeded runs can differ by a few tokens)."""
+    results depend a little on how requests are batched, so seeded runs can differ by a few tokens).
+    The dtype is `proofcheck.precision`'s (bf16 on GPUs and CPUs with native bf16, fp32 elsewhere)."""
     from vllm import LLM, SamplingParams
 
+    from proofcheck.precision import choose_dtype
     from proofcheck.protocol import verifier_messages
     from proofcheck.serve.engine_args import engine_kwargs
 
     convs = [verifier_messages(t["problem"], t["steps"]) for t in tasks_for(n_proofs)]
-    llm = LLM(model=model, dtype="bfloat16", seed=0, max_model_len=4096, **engine_kwargs(max_model_len=4096))
+    llm = LLM(model=model, seed=0, max_model_len=4096,
+              **engine_kwargs(max_model_len=4096, dtype=choose_dtype(device="auto").dtype))
 
     def run(tokens: int, ignore_eos: bool = False) -> tuple[float, list[Any]]:
         params = [SamplingParams(n=PASSES, temperature=1.0, max_tokens=tokens, seed=j * 100, ignore_eos=ignore_eos)
@@ -189,6 +192,7 @@ def measure_service(service: str, tasks: list[dict], max_tokens: int, repeats: i
 def inprocess_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int, naive_proofs: int
                     ) -> dict[str, Any]:
     """(b)-(e) on `proofcheck serve --model` (its own in-process vLLM engine), everything over its HTTP API."""
+    from proofcheck.precision import choose_dtype
     from proofcheck.process import ServiceProcess, free_port
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-serve-real-"))
@@ -197,7 +201,7 @@ def inprocess_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int
     # the service's engine sets its own vLLM-CPU environment (`engine_args.cpu_env`)
     with ServiceProcess([sys.executable, "-m", "proofcheck.cli", "serve", "--model", model, "--served-model-name",
                          NAME, "--port", str(port), "--max-queue", "256", "--max-tokens", str(max_tokens),
-                         "--engine-arg", "dtype=bfloat16", "--log-level", "warning"],
+                         "--engine-arg", f"dtype={choose_dtype(device='auto').dtype}", "--log-level", "warning"],
                         url + "/health", workdir / "serve.log"):
         return measure_service(
             url, tasks, max_tokens, repeats,
@@ -210,10 +214,11 @@ def serve_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int, na
     (e) call that server directly."""
     from serve_unanimity import run_mode, start_vllm
 
+    from proofcheck.precision import choose_dtype
     from proofcheck.process import ServiceProcess, free_port
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-serve-real-"))
-    vllm, url = start_vllm(model, workdir, name=NAME, extra=["--dtype", "bfloat16"])
+    vllm, url = start_vllm(model, workdir, name=NAME, extra=["--dtype", choose_dtype(device="auto").dtype])
     try:
         port = free_port()
         service = f"http://127.0.0.1:{port}"
@@ -253,7 +258,15 @@ def main() -> int:
         return 0
 
     from _figures import emit, real_model
-    from roofline import SMOLLM2_135M, Shape, best_of, current_device, decode_roofline, measure_machine
+    from roofline import (
+        SMOLLM2_135M,
+        Shape,
+        best_of,
+        current_device,
+        decode_roofline,
+        measure_machine,
+        value_bytes,
+    )
     from transformers import AutoConfig
 
     model = str(real_model(args.model))
@@ -273,10 +286,13 @@ def main() -> int:
     b, c, d, e = s["b"], s["c"], s["d"], s["e"]
     vps = {k: r["n"] / r["wall_s"] for k, r in (("a", a), ("b", b), ("c", c), ("d", d))}
     context = a["prompt_tokens_mean"] + max_tokens / 2
-    roof = decode_roofline(shape, a["batch"], context, machine["bandwidth_B_s"], machine["matmul_bf16_flop_s"])
+    roof = decode_roofline(shape, a["batch"], context, machine["bandwidth_B_s"], machine["matmul_peak_flop_s"],
+                           value_bytes(machine))
+    short = {"bfloat16": "bf16", "float32": "fp32"}[machine["compute_dtype"]]
     agree = sum(x == y for x, y in zip(b["decisions"], d["decisions"], strict=True)) / len(tasks)
     figures = {
-        "model": f"{name}, bf16, vLLM on {'GPU' if device == 'cuda' else 'CPU'}",
+        "model": f"{name}, {short} ({machine['dtype_reason']}), vLLM on {'GPU' if device == 'cuda' else 'CPU'}",
+        "serve.compute_dtype": machine["compute_dtype"],
         "serve.proofs": n_proofs, "serve.passes": PASSES, "serve.max_tokens": max_tokens,
         "serve.service_engine": args.service, "serve.naive_proofs": c["n"],
         "serve.engine_verifications_per_s": round(vps["a"], 4),
@@ -293,7 +309,7 @@ def main() -> int:
         "serve.decode_roofline_tok_s": round(roof["roofline_tok_s"], 1),
         "serve.decode_roofline_bound": roof["bound"],
         "serve.roofline_bandwidth_GB_s": round(machine["bandwidth_B_s"] / 1e9, 1),
-        "serve.roofline_bf16_GFLOP_s": round(machine["matmul_bf16_flop_s"] / 1e9, 1),
+        "serve.roofline_peak_GFLOP_s": round(machine["matmul_peak_flop_s"] / 1e9, 1),
         "serve.decode_vs_roofline": round(a["decode_tok_s"] / roof["roofline_tok_s"], 3),
     }
     emit(figures)
@@ -319,8 +335,8 @@ def main() -> int:
           f"{a['decode_tok_s']:.0f} tok/s (prefill {a['prefill_s']:.1f} s timed apart); roofline "
           f"{roof['roofline_tok_s']:.0f} tok/s ({roof['bound']} bound: bandwidth {roof['bandwidth_bound_tok_s']:.0f}, "
           f"compute {roof['compute_bound_tok_s']:.0f}) from {machine['bandwidth_B_s'] / 1e9:.1f} GB/s and "
-          f"{machine['matmul_bf16_flop_s'] / 1e9:.0f} bf16 GFLOP/s measured before and after the engines (best of "
-          f"{before['matmul_bf16_flop_s'] / 1e9:.0f} and {after['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s): "
+          f"{machine['matmul_peak_flop_s'] / 1e9:.0f} {short} GFLOP/s measured before and after the engines (best of "
+          f"{before['matmul_peak_flop_s'] / 1e9:.0f} and {after['matmul_peak_flop_s'] / 1e9:.0f} GFLOP/s): "
           f"**{figures['serve.decode_vs_roofline']:.2f} of the roofline** (goal >= 0.5)")
     return 0 if b["errors"] == 0 and d["errors"] == 0 else 1
 

@@ -34,11 +34,17 @@ def start_vllm(model: str, workdir: Path, name: str = "tiny", extra: list[str] |
                ) -> tuple[ServiceProcess, str]:
     """A vLLM OpenAI server for `model` (served as `name`), ready; returns (process, base URL ending in /v1).
 
-    `extra`: more server flags (e.g. `--dtype bfloat16`)."""
+    `extra`: more server flags (e.g. `--dtype bfloat16`); without `--dtype` the server computes in
+    `proofcheck.precision`'s dtype (vLLM-CPU's own `auto` is bf16, emulated on CPUs without it)."""
+    from proofcheck.precision import choose_dtype
+
+    extra = list(extra or [])
+    if "--dtype" not in extra:
+        extra += ["--dtype", choose_dtype(device="auto").dtype]
     port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name",
            name, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "4096",
-           "--seed", "0", "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768", *(extra or [])]
+           "--seed", "0", "--no-enable-chunked-prefill", "--max-num-batched-tokens", "32768", *extra]
     vllm = ServiceProcess(cmd, f"http://127.0.0.1:{port}/health", workdir / "vllm.log",
                           env=cpu_env())
     try:

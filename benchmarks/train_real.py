@@ -2,7 +2,7 @@
 the held-out evaluation inside training (HF generate vs the trainer's vLLM engine), with MFU.
 
 Runs `train/grpo.py` four times on the same small synthetic dataset, seed and sizes:
-{LoRA as `configs/grpo/smollm2-cpu.yaml` ships it (top layers, bf16 autocast), full fine-tuning
+{LoRA as `configs/grpo/smollm2-cpu.yaml` ships it (top layers, bf16 autocast where native), full fine-tuning
 (the same recipe with `use_peft: false`)} x {plain transformers generation (`--use_vllm false`,
 the baseline), vLLM colocate}. Each run's `run_summary.json` `step_split_s` gives the median seconds
 per step of generation, weight sync, reward and the rest (log-probs, loss, backward, optimizer;
@@ -17,7 +17,7 @@ engine (what it does now). `train.eval_vllm_speedup` = HF seconds / vLLM seconds
 The model-FLOPs utilisation of the optimisation part: model FLOPs of forward + backward per token
 (`roofline.train_flops_per_token`; LoRA: activation gradients through the trained top layers only;
 full: weight and activation gradients everywhere) x tokens per step (TRL's `num_tokens`) / its
-seconds / the bf16 matmul peak measured in the same run.
+seconds / the compute dtype's matmul peak measured in the same run.
 
     .venv/bin/python benchmarks/train_real.py [--quick] [--model DIR] [--steps N]
 """
@@ -110,7 +110,7 @@ def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, 
 
 
 def mfu(row: dict[str, Any], shape: Any, batch: int, peft: bool, lora_layers: int | None, peak: float) -> float | None:
-    """Model FLOPs of the optimisation part / its seconds / the bf16 matmul peak."""
+    """Model FLOPs of the optimisation part / its seconds / the compute dtype's matmul peak."""
     from roofline import train_flops_per_token
 
     tok, train_s = row["tokens_per_step"], row["split"]["train"]
@@ -161,7 +161,7 @@ def main() -> int:
                          "are derived from it)")
     shape = Shape.from_config(AutoConfig.from_pretrained(model))
     machine = measure_machine(threads=2, quick=args.quick, device=current_device())
-    peak = machine["matmul_bf16_flop_s"]
+    peak = machine["matmul_peak_flop_s"]   # the compute dtype's (proofcheck.precision): bf16 only where native
     work = Path(tempfile.mkdtemp(prefix="bench-train-real-"))
     variants = [("lora", recipe, True)] + ([] if args.no_full else [("full", full_recipe(recipe, work / "full.yaml"), False)])
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -227,8 +227,8 @@ def print_tables(rows: dict[tuple[str, str], dict[str, Any]], figures: dict[str,
         print(f"| {lora if variant == 'lora' else 'full fine-tuning'} | {BACKEND_LABELS[name]} | {s['generation']:.2f} "
               f"| {s['weight_sync']:.2f} | {s['reward']:.3f} | {s['train']:.2f} | {s['total']:.2f} | {tok} | {m} "
               f"| {s['generation'] / vl:.2f}x |")
-    print(f"\nMFU against the bf16 matmul peak measured now ({machine['matmul_bf16_flop_s'] / 1e9:.0f} GFLOP/s, "
-          f"{machine['device']}); model FLOPs: forward 2/weight + attention; backward 1/weight through the LoRA "
+    print(f"\nMFU against the {machine['compute_dtype']} matmul peak measured now "
+          f"({machine['matmul_peak_flop_s'] / 1e9:.0f} GFLOP/s, {machine['device']}; {machine['dtype_reason']}); model FLOPs: forward 2/weight + attention; backward 1/weight through the LoRA "
           "layers (activation gradients only), 4/weight for full fine-tuning.")
     if "train.eval_vllm_speedup" in figures:
         f = figures

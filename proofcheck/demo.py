@@ -17,6 +17,15 @@ what is built):
      unanimity and evaluate the verifier on the shipped annotated proofs; stop the service;
   7. write `summary.json`: model, before/after metrics with standard errors, stage times and
      the GRPO step split.
+
+The demo fits itself to the machine. The compute dtype is `proofcheck.precision`'s choice (bf16
+only on CPUs with native bf16, fp32 elsewhere; `--dtype` / `PROOFCHECK_DTYPE` override) and every
+subprocess gets the same. The wall-clock budget (20 minutes) is split before training: a reserve
+for serving and scoring, then a share of what is left for the SFT warm-up, which times its first
+step and runs as many steps as fit (`train.sft --time-budget`), and the rest for GRPO, which stops
+after the last step that leaves time for the final held-out evaluation (`time_budget_s`,
+train/budget.py). `sft_steps` and `grpo_steps` are the most either runs. The plan, the dtype and
+the sizes chosen are printed and recorded in `summary.json` (`plan`).
 """
 
 from __future__ import annotations
@@ -66,6 +75,10 @@ class DemoConfig:
     repeats: int = 2              # verifier repeats per annotated proof
     max_tokens: int = 160
     grpo_overrides: list[str] = field(default_factory=list)
+    dtype: str | None = None      # None: PROOFCHECK_DTYPE, else the machine's (proofcheck.precision)
+    budget_s: float = 1200.0      # the whole demo's wall clock; SFT and GRPO steps are sized to fit it
+    score_reserve_s: float = 240.0   # kept for serving + scoring (AVX2 fp32 host: measured in the closing note)
+    sft_share: float = 0.35       # of the training time left after the reserve; GRPO gets the rest
 
     @classmethod
     def quick(cls, **kw: Any) -> DemoConfig:
@@ -177,18 +190,18 @@ def _show_curriculum(data: Path) -> None:
         console.print(f"  {name:5s} {card['sizes'][name]:4d} tasks: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
 
 
-def _sft(cfg: DemoConfig, base: Path, data: Path) -> Path:
+def _sft(cfg: DemoConfig, base: Path, data: Path, budget_s: float, env: dict[str, str]) -> Path:
     out = cfg.workdir / "sft"
     if not (out / "config.json").is_file():
         cmd = [sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(out),
                "--data", str(data / "sft.jsonl"), "--steps", str(cfg.sft_steps), "--lr", str(cfg.sft_lr),
-               "--lora-r", str(cfg.sft_lora_r), "--seed", str(cfg.seed)]
+               "--lora-r", str(cfg.sft_lora_r), "--seed", str(cfg.seed), "--time-budget", f"{budget_s:.0f}"]
         cmd += ["--lora-layers", str(cfg.sft_lora_layers)] if cfg.sft_lora_r and cfg.sft_lora_layers else []
-        _run(cmd + (["--bf16"] if cfg.model == "smollm2" else []), cfg.workdir / "logs" / "sft.log")
+        _run(cmd, cfg.workdir / "logs" / "sft.log", env)
     return out
 
 
-def _grpo(cfg: DemoConfig, sft: Path, data: Path) -> dict[str, Any]:
+def _grpo(cfg: DemoConfig, sft: Path, data: Path, budget_s: float, env: dict[str, str]) -> dict[str, Any]:
     out = cfg.workdir / "grpo"
     if not (out / "run_summary.json").is_file():
         _run([sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(REPO / cfg.recipe),
@@ -198,8 +211,8 @@ def _grpo(cfg: DemoConfig, sft: Path, data: Path) -> dict[str, Any]:
               "--learning_rate", str(cfg.grpo_lr), "--eval_at_start", "true", "--eval_every_steps", "0",
               "--eval_max_samples", str(cfg.eval_tasks), "--eval_passes", str(cfg.eval_passes),
               "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(cfg.seed),
-              *cfg.grpo_overrides],
-             cfg.workdir / "logs" / "grpo.log")
+              "--time_budget_s", f"{budget_s:.0f}", *cfg.grpo_overrides],
+             cfg.workdir / "logs" / "grpo.log", env)
     summary = json.loads((out / "run_summary.json").read_text())
     _reward_plot(summary, cfg.workdir / "reward_per_step.png")
     return summary
@@ -250,9 +263,10 @@ def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dic
     return {"before_grpo": pick(first), "after_grpo": pick(last)}
 
 
-def _learning_table(evals: dict[str, dict[str, Any]], n_tasks: int) -> None:
-    """Before/after with standard errors, in 80 columns."""
-    t = Table(title=f"Held-out tasks ({n_tasks} x {evals['before_grpo']['passes']} passes, same seed): mean +- SE")
+def _learning_table(evals: dict[str, dict[str, Any]], n_tasks: int, dtype: str) -> None:
+    """Before/after with standard errors, in 80 columns; the title says which dtype trained."""
+    t = Table(title=f"Held-out tasks ({n_tasks} x {evals['before_grpo']['passes']} passes, same seed; trained in "
+                    f"{dtype}): mean +- SE")
     t.add_column("metric")
     for name in ("before GRPO", "after GRPO", "change"):
         t.add_column(name, justify="right")
@@ -290,7 +304,7 @@ def learning_verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
     return ("Target NOT met: " + "; ".join(missed) + "." + (" Met: " + "; ".join(met) + "." if met else ""))
 
 
-def _serve_and_score(cfg: DemoConfig, model: Path) -> dict[str, Any]:
+def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[str, Any]:
     """Start `proofcheck serve` on the trained model, score with it, stop it."""
     from proofcheck.bench.meta import make_trial_grader
     from proofcheck.bench.scoring import score_prover, score_verifier
@@ -302,7 +316,7 @@ def _serve_and_score(cfg: DemoConfig, model: Path) -> dict[str, Any]:
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--model", str(model), "--port", str(port),
            "--passes", str(cfg.passes), "--max-tokens", str(cfg.max_tokens)]
-    with ServiceProcess(cmd, url + "/health", cfg.workdir / "logs" / "serve.log", cwd=REPO) as svc:
+    with ServiceProcess(cmd, url + "/health", cfg.workdir / "logs" / "serve.log", cwd=REPO, env=env) as svc:
         console.print(f"  verification service up at {url} (log {svc.log_path})")
         prover = score_prover(str(SAMPLES_DIR / "problems.jsonl"), str(SAMPLES_DIR / "submissions.jsonl"),
                               make_verifier(endpoint=url), f"demo:{model}", cfg.workdir / "prover",
@@ -357,31 +371,100 @@ def _step_split_table(split: dict[str, float] | None) -> None:
     console.print(t)
 
 
-def run_demo(cfg: DemoConfig) -> dict[str, Any]:
-    """Run every stage; write and return `summary.json` (model, before/after, times, step split)."""
-    from proofcheck.io import write_json_atomic
+class Plan:
+    """The demo's wall clock: a deadline from the start, and what each training stage may take."""
 
+    def __init__(self, cfg: DemoConfig, choice: Any) -> None:
+        self.cfg = cfg
+        self.choice = choice
+        self.t0 = time.perf_counter()
+        self.record: dict[str, Any] = {"budget_s": cfg.budget_s, "dtype": choice.record(),
+                                       "score_reserve_s": cfg.score_reserve_s, "sft_share": cfg.sft_share}
+
+    def left(self) -> float:
+        return self.cfg.budget_s - (time.perf_counter() - self.t0)
+
+    def sft_budget(self) -> float:
+        """SFT's share of the training time left after the scoring reserve."""
+        return max(0.0, self.left() - self.cfg.score_reserve_s) * self.cfg.sft_share
+
+    def grpo_budget(self) -> float:
+        """Everything left but the scoring reserve (the GRPO run stops its steps to fit)."""
+        return max(0.0, self.left() - self.cfg.score_reserve_s)
+
+    def announce(self) -> None:
+        c, cfg = self.choice, self.cfg
+        sft_s, left = self.sft_budget(), self.left()
+        console.print(f"[bold]plan[/bold]: {c.reason} -> [bold]{c.short}[/bold] (source: {c.source}); "
+                      f"budget {cfg.budget_s / 60:.0f} min, {left:.0f} s left: SFT <= {sft_s:.0f} s (at most "
+                      f"{cfg.sft_steps} steps, as many as its first step says fit), GRPO <= "
+                      f"{max(0.0, left - cfg.score_reserve_s - sft_s):.0f} s with its two held-out evaluations (at "
+                      f"most {cfg.grpo_steps} steps, stopped when one more would not fit), serving and scoring "
+                      f"~{cfg.score_reserve_s:.0f} s")
+        self.record.update(sft_budget_s=round(sft_s), left_after_setup_s=round(left))
+
+    def sft_done(self, sft: Path) -> None:
+        plan = json.loads((sft / "sft_plan.json").read_text()) if (sft / "sft_plan.json").is_file() else {}
+        self.record["sft"] = {"max_steps": self.cfg.sft_steps, "steps": plan.get("steps"),
+                              "first_step_s": plan.get("first_step_s"), "train_s": plan.get("train_s")}
+
+    def grpo_done(self, grpo: dict[str, Any], budget_s: float) -> None:
+        b = grpo.get("budget") or {}
+        self.record["grpo"] = {"max_steps": self.cfg.grpo_steps, "steps": grpo.get("global_step"),
+                               "budget_s": round(budget_s), "median_step_s": b.get("median_step_s"),
+                               "stopped_early_at": b.get("stopped_early_at"), "precision": grpo.get("precision")}
+
+    def finish(self, total_s: float) -> str:
+        self.record.update(total_s=round(total_s, 1), within_budget=total_s <= self.cfg.budget_s)
+        sft, grpo = self.record.get("sft", {}), self.record.get("grpo", {})
+        line = (f"{self.choice.short}: SFT {sft.get('steps')} of at most {sft.get('max_steps')} steps "
+                f"(first step {sft.get('first_step_s')} s), GRPO {grpo.get('steps')} of at most "
+                f"{grpo.get('max_steps')} steps (median {grpo.get('median_step_s')} s); total {total_s / 60:.1f} min "
+                f"of the {self.cfg.budget_s / 60:.0f} min budget")
+        return line + ("" if total_s <= self.cfg.budget_s else
+                       f" -- OVER by {(total_s - self.cfg.budget_s) / 60:.1f} min: this machine is slower than the "
+                       "smallest plan (one SFT and one GRPO step) allows")
+
+
+def run_demo(cfg: DemoConfig) -> dict[str, Any]:
+    """Run every stage; write and return `summary.json` (model, before/after, plan, times, step split)."""
+    from proofcheck.io import write_json_atomic
+    from proofcheck.precision import ENV_VAR, choose_dtype
+
+    choice = choose_dtype(cfg.dtype, device="cpu")
+    plan = Plan(cfg, choice)
+    # every stage computes in the one dtype decided here: a forced choice is passed on, `auto` is re-derived
+    env = {} if choice.source == "auto" else {ENV_VAR: choice.dtype}
     timings: dict[str, float] = {}
     model_name = "SmolLM2-135M-Instruct" if cfg.model == "smollm2" else "tiny (random weights)"
     base = run_stage(f"build the model: {model_name}", lambda: _build_model(cfg), timings)
     run_stage("validate shipped data", _validate_samples, timings)
     data = run_stage("build the curriculum", lambda: _build_curriculum(cfg), timings)
     _show_curriculum(data)
+    plan.announce()
     lora = f"LoRA r={cfg.sft_lora_r}" + (f", top {cfg.sft_lora_layers} layers" if cfg.sft_lora_layers else "") \
         if cfg.sft_lora_r else "full"
-    sft = run_stage(f"supervised warm-up ({cfg.sft_steps} steps, {lora})",
-                    lambda: _sft(cfg, base, data), timings)
-    grpo = run_stage(f"GRPO ({cfg.grpo_steps} steps, TRL + vLLM colocate; held-out eval before and after)",
-                     lambda: _grpo(cfg, sft, data), timings)
+    sft_budget = plan.sft_budget()
+    sft = run_stage(f"supervised warm-up (<= {cfg.sft_steps} steps in {sft_budget:.0f} s, {lora}, {choice.short})",
+                    lambda: _sft(cfg, base, data, sft_budget, env), timings)
+    plan.sft_done(sft)
+    grpo_budget = plan.grpo_budget()
+    grpo = run_stage(f"GRPO (<= {cfg.grpo_steps} steps in {grpo_budget:.0f} s, TRL + vLLM colocate, "
+                     f"{choice.short}; held-out eval before and after)",
+                     lambda: _grpo(cfg, sft, data, grpo_budget, env), timings)
+    plan.grpo_done(grpo, grpo_budget)
     evals = before_after(grpo, cfg)
-    _learning_table(evals, cfg.eval_tasks)
+    _learning_table(evals, cfg.eval_tasks, choice.short)
     _step_split_table(grpo.get("step_split_s"))
     trained = Path(grpo["saved"]["merged"])
     scores = run_stage("serve the trained verifier and score the shipped data",
-                       lambda: _serve_and_score(cfg, trained), timings)
+                       lambda: _serve_and_score(cfg, trained, env), timings)
     _final_report(cfg, scores, timings)
-    summary = {"model": model_name, **evals, "verdict": learning_verdict(evals["before_grpo"], evals["after_grpo"]),
-               "stage_times_s": {k: round(v, 1) for k, v in timings.items()},
+    carried_out = plan.finish(sum(timings.values()))
+    console.print(f"[bold]plan carried out[/bold]: {carried_out}")
+    summary = {"model": model_name, "dtype": choice.dtype, **evals,
+               "verdict": learning_verdict(evals["before_grpo"], evals["after_grpo"]),
+               "plan": plan.record, "stage_times_s": {k: round(v, 1) for k, v in timings.items()},
                "total_s": round(sum(timings.values()), 1), "grpo_step_split_s": grpo.get("step_split_s"),
                "grpo_rewards": grpo.get("rewards"), "config": {k: str(v) if isinstance(v, Path) else v
                                                                for k, v in asdict(cfg).items()},

@@ -18,14 +18,19 @@ def register(sub: Any) -> None:
     p = add_command(sub, "demo", "Run the embedded default end to end on CPU: SmolLM2-135M-Instruct (built from "
                     "the PyPI wheel, no download), a synthetic curriculum, SFT warm-up, GRPO (TRL + vLLM "
                     "colocate) with the held-out evaluation before and after, the verification service, 8-pass "
-                    "ProverBench scoring and VerifierBench evaluation on the shipped samples. About 20 minutes "
-                    "on 2 cores; --quick runs the same stages on the tiny random model in a few. Re-runs reuse "
+                    "ProverBench scoring and VerifierBench evaluation on the shipped samples. Sized to a 20-minute "
+                    "budget on the machine it runs on (fp32 where the CPU lacks native bf16); --quick runs the same stages on the tiny random model in a few. Re-runs reuse "
                     "what is built in --workdir; writes <workdir>/summary.json.")
     p.add_argument("--quick", action="store_true", help="the tiny random model instead of SmolLM2: a pipeline "
                    "check whose numbers say nothing about verification")
     p.add_argument("--workdir", help="where the demo keeps what it builds (default: runs/demo, "
                    "runs/demo-quick with --quick)")
     p.add_argument("--seed", type=int, default=0, help="seed for everything")
+    p.add_argument("--dtype", choices=["auto", "bfloat16", "bf16", "float32", "fp32"],
+                   help="compute dtype of every stage (SFT, GRPO, vLLM). Default: the PROOFCHECK_DTYPE environment "
+                   "variable, else auto: bf16 only on CPUs that run it natively (avx512_bf16 / AMX), fp32 otherwise")
+    p.add_argument("--budget-min", type=float, default=20.0, help="wall-clock budget in minutes: the SFT and GRPO "
+                   "step counts are sized from their first steps to fit it (--sft-steps / --grpo-steps are the most)")
     for flag, name in SIZES.items():
         p.add_argument(flag, type=int, dest=name, help=f"override the mode's {name.replace('_', ' ')}")
     p.set_defaults(handler=_demo)
@@ -40,7 +45,9 @@ def _demo(args: argparse.Namespace) -> int:
         return fail(f"{', '.join(bad)}: sizes must be >= 1")
     workdir = Path(args.workdir or ("runs/demo-quick" if args.quick else "runs/demo"))
     make = DemoConfig.quick if args.quick else DemoConfig
-    cfg = make(workdir=workdir, seed=args.seed, **sizes)
+    if args.budget_min <= 0:
+        return fail(f"--budget-min={args.budget_min}: give a positive number of minutes, e.g. 20")
+    cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=args.budget_min * 60, **sizes)
     try:
         run_demo(cfg)
     except StageFailed as e:

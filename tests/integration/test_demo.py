@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-SMALL = ["--quick", "--sft-steps", "6", "--grpo-steps", "2", "--sft-tasks", "16", "--grpo-tasks", "16",
+# the dtype forced to fp32 (issue: the SFT -> GRPO -> evaluation path on any CPU, bf16 or not)
+SMALL = ["--quick", "--dtype", "fp32", "--sft-steps", "6", "--grpo-steps", "2", "--sft-tasks", "16", "--grpo-tasks", "16",
          "--eval-tasks", "4", "--eval-passes", "2", "--passes", "2", "--repeats", "1", "--max-tokens", "16"]
 
 
@@ -29,6 +30,14 @@ def test_demo_runs_every_stage_and_reuses_on_rerun(tmp_path):
     assert all(e["generation"] == "vllm-colocate" and e["n_proofs"] == 4 for e in grpo["eval_history"])
     summary = json.loads((work / "summary.json").read_text())
     assert summary["model"].startswith("tiny")
+    # one dtype everywhere, read back from each stage: SFT's plan, TRL's autocast, the colocated engine itself
+    plan = summary["plan"]
+    assert summary["dtype"] == "float32" and plan["dtype"]["source"] == "--dtype"
+    assert json.loads((work / "sft" / "sft_plan.json").read_text())["dtype"]["dtype"] == "float32"
+    assert grpo["precision"] == {"train_bf16": False, "vllm_dtype": "float32"}
+    assert plan["sft"]["steps"] == 6 and plan["grpo"]["steps"] == 2      # the tiny model fits its maxima
+    assert plan["sft"]["first_step_s"] > 0 and plan["grpo"]["median_step_s"] > 0
+    assert "plan: " in out.stdout and "plan carried out: fp32: SFT 6 of at most 6 steps" in out.stdout
     for when in ("before_grpo", "after_grpo"):
         m = summary[when]
         assert m["n_tasks"] == 4 and m["passes"] == 2
