@@ -64,7 +64,7 @@ def _plan(rng: random.Random, kind: str) -> tuple[int, list[tuple[int, int]], in
             if not (i == at and kind == "missed_event"):
                 shown += op * c
                 ok = ok and shown >= 3  # room for an arithmetic slip of -3
-        if ok:
+        if ok and len(set(events)) == len(events):  # distinct events: a skipped one is identifiable
             return start, events, at, ops
 
 
