@@ -285,6 +285,7 @@ class VerifierEvalCallback(TrainerCallback):
     def evaluate(self, step: int) -> dict[str, Any]:
         """Run the k-pass evaluation now (all processes must call it); log and return the metrics."""
         from proofcheck.train.distributed import Collectives, shard
+        from proofcheck.train.family_eval import per_family_metrics
 
         trainer = self.trainer
         coll = self.collectives or Collectives(trainer.accelerator)
@@ -305,6 +306,8 @@ class VerifierEvalCallback(TrainerCallback):
             metrics = eval_metrics(results)
             metrics["seconds"] = round(time.perf_counter() - t0, 3)
             metrics["generation"] = backend
+            if by_family := per_family_metrics(results, self.rows):  # rows of known proof families
+                metrics["by_family"] = by_family  # kept in the history and summary, not logged as a scalar
             logs = {f"{EVAL_PREFIX}{k}": float(v) for k, v in metrics.items()
                     if isinstance(v, int | float) and not math.isnan(v)}
             trainer.log(logs)  # in eval mode: GRPOTrainer.log flushes only eval-mode metrics

@@ -59,13 +59,14 @@ def make(rng: random.Random, kind: str) -> Draft:
     sign_text = f"{p} > 0" if p > 0 else f"{p} < 0"
     since = _rel(words, v, bound_of[premise], str(premise))
     result = _rel(words, f"{p}{v}", want, str(prod))
+    gives = "shows that" if words else "gives"
     st = Proof()
     if p < 0 and (kind != "no_flip" or rng.random() < 0.5):  # a no_flip may say "reverses" and not do it
         text = f"Since {since} and {sign_text}, multiplying by {p} reverses the inequality: {result}."
     elif kind == "no_flip":
-        text = f"Since {since}, multiplying by {p} gives {result}."
+        text = f"Since {since}, multiplying by {p} {gives} {result}."
     else:
-        text = f"Since {since} and {sign_text}, multiplying by {p} gives {result}."
+        text = f"Since {since} and {sign_text}, multiplying by {p} {gives} {result}."
     true_prod = p * end_
     if prod == true_prod:
         st.add(text, f"{p}·{end_}={true_prod}, {want} ok.")
