@@ -5,6 +5,8 @@
 Parses TRL's GRPOConfig + ModelConfig + ProofcheckScriptArguments (train/config.py) from the
 YAML recipe and CLI overrides, then runs TRL's GRPOTrainer (train/run.py). Heavy libraries are
 imported only after parsing; `--help` answers at once, `--help-all` lists every TRL option.
+`--plan [--plan_accelerate configs/accelerate/X.yaml] [--plan_gpu_gib 80]` prints the per-GPU memory
+plan and batch arithmetic of the recipe without loading anything (train/plan.py).
 Exit codes: 0 done, 2 configuration or data error (message on stderr, nothing loaded).
 """
 
@@ -34,9 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     from proofcheck.data.loaders import DataError
     from proofcheck.train.args import parse
     from proofcheck.train.config import ConfigError
+    from proofcheck.train.plan import split_plan_args
 
+    plan, argv = split_plan_args(argv)  # --plan: the per-GPU memory plan, nothing loaded (train/plan.py)
     try:
-        script, training, model = parse(argv)
+        script, training, model = parse(argv, require_data=plan is None)
+        if plan is not None:
+            from proofcheck.train.plan import print_plan
+
+            return print_plan(script, training, model, plan)
         from proofcheck.train.run import train
 
         train(script, training, model)
