@@ -26,6 +26,10 @@ def register(sub: Any) -> None:
     s.add_argument("--n", type=int, default=100, help="number of tasks")
     s.add_argument("--seed", type=int, default=0, help="random seed (same seed, same tasks)")
     s.add_argument("--out", required=True, help="output JSONL path (written atomically)")
+    s.add_argument("--families", default="", help="proof families, comma-separated or `all` (chain, prose, "
+                   "linear, expand, parity, inequality): valid/flawed pairs drawn from them; unset: arithmetic chains")
+    s.add_argument("--exclude", default="", help="families to leave out (comma-separated), e.g. for a "
+                   "leave-one-family-out training set")
     s.set_defaults(handler=_synth)
     b = add_command(dsub, "build", "Build a training set: validate, de-duplicate, mix origins, split by problem "
                     "(no problem in both splits), save a datasets.DatasetDict + JSONL + card that train/grpo.py reads.")
@@ -151,7 +155,17 @@ def _synth(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         return fail("--n must be >= 1")
-    tasks = make_tasks(args.n, seed=args.seed)
+    if args.families or args.exclude:
+        from proofcheck.data.synth import balanced_tasks
+
+        families = [f for f in args.families.split(",") if f] or "all"
+        try:
+            tasks = balanced_tasks(args.n, seed=args.seed, families="all" if families == ["all"] else families,
+                                   exclude=[f for f in args.exclude.split(",") if f])
+        except ValueError as e:
+            return fail(f"{e} (--families / --exclude)")
+    else:
+        tasks = make_tasks(args.n, seed=args.seed)
     write_jsonl_atomic(args.out, tasks)
     n_valid = sum(t["is_correct"] for t in tasks)
     print(f"wrote {len(tasks)} synthetic tasks ({n_valid} valid, {len(tasks) - n_valid} flawed) to {args.out}")

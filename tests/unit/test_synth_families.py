@@ -319,3 +319,24 @@ def test_bad_family_choices_are_named(families, exclude, message: str) -> None:
 def test_unknown_kind_is_named() -> None:
     with pytest.raises(ValueError, match="unknown linear kind 'miscopy'"):
         make_family_task(random.Random(0), "linear", "miscopy")
+
+
+@pytest.mark.parametrize(("argv", "rc", "families"), [
+    (["--families", "parity,linear"], 0, {"parity", "linear"}),
+    (["--families", "all", "--exclude", "chain,prose,expand,inequality"], 0, {"linear", "parity"}),
+    (["--exclude", "chain"], 0, set(ALL) - {"chain"}),
+    ([], 0, {"chain"}),
+    (["--families", "algebra"], 1, None),
+])
+def test_data_synth_cli_draws_the_families_asked(tmp_path, capsys, argv: list[str], rc: int, families) -> None:
+    from proofcheck.cli import main
+
+    out = tmp_path / "tasks.jsonl"
+    assert main(["data", "synth", "--n", "20", "--seed", "3", "--out", str(out), *argv]) == rc
+    if families is None:
+        assert "unknown proof family 'algebra'" in capsys.readouterr().err and not out.exists()
+        return
+    tasks = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {t["family"] for t in tasks} == families and len(tasks) == 20
+    if argv:  # families asked: valid/flawed pairs (the default draws kinds at random, as before)
+        assert sum(t["is_correct"] for t in tasks) == 10
