@@ -57,8 +57,8 @@ def _params(rng: random.Random, kind: str) -> tuple[int, int, int, int, int]:
         b = rng.choice([k for k in range(-15, 16) if k])
         if kind == "sign_slip" and (b <= 0 or (2 * b) % A):
             continue  # the slipped value must still divide, and the slip reads as "moving b"
-        if kind == "divide_one_term" and b % A:
-            continue
+        if (kind == "divide_one_term" or (kind in ("valid", "conclusion") and rng.random() < 0.25)) and b % A:
+            continue  # a constant the coefficient divides: the proof may divide first
         return A + c, b, c, A * s + b, s
 
 
@@ -81,7 +81,7 @@ def make(rng: random.Random, kind: str) -> Draft:
         r = f"{linear(A, v, b)} = {d}"
         p.add(pick(rng, _SUB_VAR).format(c=linear(c, v, 0), r=r, v=v), f"{a}{v}-{c}{v}={A}{v} ok.")
     sign = "-" if b > 0 else "+"
-    if kind == "divide_one_term" or (b % A == 0 and kind == "valid" and rng.random() < 0.4):
+    if kind == "divide_one_term" or (b % A == 0 and kind in ("valid", "conclusion")):
         q = d // A
         if kind == "divide_one_term":
             p.add(pick(rng, _DIVIDE).format(A=A, r=f"{linear(1, v, b)} = {d} / {A} = {q}"),
