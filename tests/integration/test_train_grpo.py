@@ -2,8 +2,8 @@
 
 Covers: plain transformers generation (full fine-tuning, LoRA), vLLM colocate with the CPU
 weight-sync fix (synced weights read back from the engine), vLLM server-mode generation
-(`trl vllm-serve`; its weight sync needs CUDA), two real processes under
-`accelerate launch` (gloo), resume from a checkpoint, saving merged model + adapter that vLLM
+(`trl vllm-serve`; its weight sync needs CUDA), resume from a checkpoint (two real processes under
+`accelerate launch`: tests/integration/test_distributed_rehearsal.py), saving merged model + adapter that vLLM
 loads, and a learning-signal run (40 steps, ~40 s here).
 
 The tiny model has random weights, so the protocol rewards (meta_verifier, format) are 0 for
@@ -175,26 +175,6 @@ def test_resume_continues_the_step_count(tiny_model: Path, tmp_path: Path, test_
     assert [r["step"] for r in second["rewards"]] == [1, 2, 3, 4]  # the history saved with checkpoint-2, then 3, 4
     assert second["rewards"][:2] == first["rewards"]
     assert (out / "checkpoint-4").is_dir()
-
-
-def test_two_processes_with_accelerate_launch(tiny_model: Path, tmp_path: Path) -> None:
-    """Real data parallelism on CPU: two ranks (gloo), the tiny-cpu recipe with plain generation."""
-    out = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--main_process_port", str(free_port()), "train/grpo.py", "--config", "configs/grpo/tiny-cpu.yaml",
-           "--model_name_or_path", str(tiny_model), "--output_dir", str(out), "--use_vllm", "false",
-           "--max_steps", "2", "--eval_every_steps", "0", "--eval_max_samples", "2", "--eval_passes", "2",
-           "--eval_max_new_tokens", "8", "--max_completion_length", "16", "--save_strategy", "no"]
-    res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-    log = res.stdout + res.stderr
-    assert res.returncode == 0, log[-4000:]
-    assert "rank 0: done at step 2" in log and "rank 1: done at step 2" in log
-    summary = json.loads((out / "run_summary.json").read_text())
-    assert summary["world_size"] == 2 and summary["global_step"] == 2
-    assert summary["eval"]["n_proofs"] == 2  # one proof per rank, gathered
-    assert (out / "merged" / "model.safetensors").is_file()
 
 
 def test_vllm_server_mode_generates_verifier_prompts(tiny_model: Path, tmp_path: Path) -> None:

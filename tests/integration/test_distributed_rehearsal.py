@@ -1,0 +1,201 @@
+"""A CPU rehearsal of the distributed training path: two real ranks under `accelerate launch
+--multi_gpu --num_processes 2` (gloo, `use_cpu`), the tiny model, LoRA, vLLM colocated on both ranks.
+
+One run, killed twice and resumed, covers in three launches (one tiny-model build, four vLLM
+engine starts):
+1. colocate on both ranks, the held-out evaluation before the first step on an evaluation set of
+   3 proofs (not a multiple of 2 ranks), a checkpoint every step; SIGKILL of the whole launch
+   (launcher and ranks, as a scheduler kills a job) between checkpoints: after checkpoint-1 is
+   complete, while step 2 runs;
+2. resumed (HF generation: no engine start needed for this part), SIGKILL during the write of
+   checkpoint-2: the model files are on disk, the optimizer, trainer state and marker are not;
+3. resumed again with colocate: checkpoint-2 is skipped with a message, the run continues from
+   checkpoint-1 to the same final step 3, evaluates after the last step, merges LoRA under two
+   ranks, and writes a summary whose reward and evaluation history covers steps 1-3 and 0-3.
+Then the merged model loads in vLLM and generates.
+
+The kills are placed by a wrapper around `train/grpo.py` (this module writes it to a tmp folder)
+that stops rank 0 at the chosen point and drops a sentinel file; the test waits for the file and
+kills the launch's process group by its handle. Slow: ~3-4 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from proofcheck.process import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+WRAPPER = '''
+"""train/grpo.py with a stall point for the rehearsal: PC_STALL=between:K stops rank 0 when step
+K+1 begins (checkpoint-K complete); PC_STALL=during:K stops it inside the save of checkpoint-K, after
+the model files and before the optimizer, trainer state and marker. It then writes PC_SENTINEL and
+sleeps until the test kills the launch."""
+import os
+import sys
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from proofcheck.train import run
+
+where, _, k = os.environ.get("PC_STALL", ":").partition(":")
+
+
+def stall():
+    if os.environ.get("RANK", "0") == "0":
+        Path(os.environ["PC_SENTINEL"]).write_text("stalled")
+        time.sleep(3600)
+
+
+class Between(TrainerCallback):
+    def on_step_begin(self, args, state, control, **kw):
+        if state.global_step == int(k):
+            stall()
+
+
+build = run.build_trainer
+
+
+def build_with_stall(*a, **kw):
+    out = build(*a, **kw)
+    trainer = out[0]
+    if where == "between":
+        trainer.add_callback(Between())
+    elif where == "during":
+        save_model = trainer.save_model
+
+        def save_then_stall(*sa, **skw):
+            save_model(*sa, **skw)
+            if skw.get("_internal_call") and trainer.state.global_step == int(k):
+                stall()
+
+        trainer.save_model = save_then_stall
+    return out
+
+
+run.build_trainer = build_with_stall
+from proofcheck.train.grpo import main  # noqa: E402
+
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def launch(wrapper: Path, out: Path, log: Path, model: Path, *extra: str, stall: str = "",
+           sentinel: Path | None = None) -> subprocess.Popen:
+    """Two ranks of the wrapped train/grpo.py in a new process group (killed as one by the test)."""
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()), str(wrapper), "--config", "configs/grpo/tiny-cpu.yaml",
+           "--model_name_or_path", str(model), "--output_dir", str(out), "--bf16", "false",
+           "--use_peft", "true", "--lora_r", "8", "--lora_alpha", "16", "--lora_target_modules", "q_proj", "v_proj",
+           "--synthetic_count", "16", "--mix_ratios", "0.0", "0.0", "1.0", "--include_reference_solution", "false",
+           "--eval_fraction", "0.3", "--eval_max_samples", "3", "--eval_passes", "2", "--eval_max_new_tokens", "8",
+           "--eval_every_steps", "0", "--eval_at_start", "true", "--max_completion_length", "8",
+           "--per_device_train_batch_size", "2", "--num_generations", "2", "--max_steps", "3",
+           "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "5",
+           "--save_merged", "true", "--save_adapter", "false", "--disable_tqdm", "true", *extra]
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PC_STALL": stall,
+           "PC_SENTINEL": str(sentinel or out / "no-sentinel"), "VLLM_CPU_KVCACHE_SPACE": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.Popen(cmd, cwd=REPO, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+
+
+def kill_at(proc: subprocess.Popen, sentinel: Path, log: Path, timeout_s: float = 420) -> None:
+    """Wait for the sentinel, then SIGKILL the launch's whole process group (by its handle)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not sentinel.exists():
+            if proc.poll() is not None:
+                raise AssertionError(f"the run ended ({proc.returncode}) before its stall point:\n"
+                                     f"{log.read_text()[-4000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no stall point after {timeout_s:.0f} s:\n{log.read_text()[-4000:]}")
+            time.sleep(0.5)
+        time.sleep(1.0)  # rank 1 goes on into its next collective, as on a real cluster
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(60)
+
+
+def finish(proc: subprocess.Popen, log: Path, timeout_s: float = 480) -> str:
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(60)
+        raise AssertionError(f"no end after {timeout_s:.0f} s (a hang?):\n{log.read_text()[-4000:]}") from None
+    text = log.read_text()
+    assert proc.returncode == 0, text[-6000:]
+    return text
+
+
+def test_two_ranks_colocate_killed_twice_resume_to_the_same_end(tiny_model: Path, tmp_path: Path) -> None:
+    from proofcheck.train.checkpoints import MARKER, incomplete_reason, load_history
+
+    wrapper = tmp_path / "grpo_with_stall.py"
+    wrapper.write_text(textwrap.dedent(WRAPPER))
+    out = tmp_path / "run"
+
+    # 1. colocate on both ranks, evaluation before the first step; killed between checkpoints
+    s1 = tmp_path / "stalled-between"
+    kill_at(launch(wrapper, out, tmp_path / "l1.log", tiny_model, stall="between:1", sentinel=s1), s1,
+            tmp_path / "l1.log")
+    assert incomplete_reason(out / "checkpoint-1") is None
+    assert not (out / "checkpoint-2").exists() and not (out / "run_summary.json").exists()
+    saved = load_history(out / "checkpoint-1")
+    assert [s for s, _ in saved["rewards"]] == [1]
+    before = saved["eval_history"]
+    assert [e["step"] for e in before] == [0]
+    assert before[0]["generation"] == "vllm-colocate" and before[0]["n_proofs"] == 3  # 2 + 1 rows, gathered
+    assert before[0]["n_passes"] == 6
+
+    # 2. resumed (plain generation), killed while checkpoint-2 is being written
+    s2 = tmp_path / "stalled-during"
+    kill_at(launch(wrapper, out, tmp_path / "l2.log", tiny_model, "--use_vllm", "false",
+                   "--resume_from_checkpoint", "last", stall="during:2", sentinel=s2), s2, tmp_path / "l2.log")
+    assert "from " + str(out / "checkpoint-1") in (tmp_path / "l2.log").read_text()
+    assert (out / "checkpoint-2").is_dir() and not (out / "checkpoint-2" / MARKER).exists()
+    assert not (out / "checkpoint-2" / "trainer_state.json").exists()  # the kill came mid-save
+
+    # 3. resumed with colocate: checkpoint-2 skipped, on to step 3, evaluation after, LoRA merged by rank 0
+    log3 = tmp_path / "l3.log"
+    text = finish(launch(wrapper, out, log3, tiny_model, "--resume_from_checkpoint", "last"), log3)
+    assert "skipping checkpoint-2 (step 2): incomplete" in text
+    assert "rank 0: done at step 3" in text and "rank 1: done at step 3" in text
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["global_step"] == 3 and summary["peft"]
+    assert summary["resumed_from"] == str(out / "checkpoint-1") and summary["steps_this_run"] == 2
+    assert [r["step"] for r in summary["rewards"]] == [1, 2, 3]  # the whole run, across both kills
+    assert summary["rewards"][0]["reward"] == saved["rewards"][0][1]
+    evals = summary["eval_history"]
+    assert [e["step"] for e in evals] == [0, 3] and evals[0] == before[0]
+    assert all(e["generation"] == "vllm-colocate" and e["n_proofs"] == 3 for e in evals)
+    for step in (2, 3):
+        assert incomplete_reason(out / f"checkpoint-{step}") is None
+    assert summary["saved"] == {"merged": str(out / "merged")}
+
+    # the merged model (base + LoRA merged on rank 0 while rank 1 waited) loads in vLLM
+    script = textwrap.dedent(f"""
+        from vllm import LLM, SamplingParams
+        if __name__ == "__main__":
+            llm = LLM({str(out / 'merged')!r}, enforce_eager=True, max_model_len=512, seed=0)
+            outs = llm.generate(["Check: 1 + 1 = 2."], SamplingParams(max_tokens=4, seed=0), use_tqdm=False)
+            print("MERGED", len(outs[0].outputs[0].token_ids))
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=400,
+                         env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
+    assert res.returncode == 0 and "MERGED" in res.stdout, res.stderr[-3000:]
