@@ -206,6 +206,21 @@ def _chain_pairs(n: int, seed: int) -> list[dict[str, Any]]:
     return tasks
 
 
+def count_kinds(tasks: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """How many tasks of each family and kind (`{"linear": {"valid": 4, "sign_slip": 1, ...}}`), for
+    a curriculum card; tasks without a `family` (older files) count as `chain`, kind from the remark.
+
+    >>> count_kinds(balanced_tasks(4, seed=0, families=["parity"]))["parity"]["valid"]
+    2
+    """
+    out: dict[str, dict[str, int]] = {}
+    for t in tasks:
+        kind = t.get("kind") or str(t["annotation"].get("remark", "")).rsplit(":", 1)[-1]
+        fam = out.setdefault(t.get("family") or "chain", {})
+        fam[kind] = fam.get(kind, 0) + 1
+    return out
+
+
 def _problem_key(text: str) -> str:
     """Problems compare by their text with case and spacing normalised."""
     return " ".join(text.lower().split())

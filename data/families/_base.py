@@ -60,6 +60,7 @@ class Proof:
         self.steps.append(text)
 
     def draft(self, problem: str, reference_solution: str, reference_answer: str, subject: str) -> Draft:
+        """The finished `Draft` of the steps added so far."""
         return Draft(problem, self.steps, self.checks, self.error, reference_solution, reference_answer, subject)
 
 
