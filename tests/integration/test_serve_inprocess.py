@@ -16,7 +16,6 @@ import pytest
 
 from proofcheck.cli import main
 from proofcheck.data.synth import make_tasks
-from proofcheck.decision import decide
 from proofcheck.process import ServiceProcess, free_port
 from proofcheck.serve.client import AsyncVerifyClient, VerifyClient
 
@@ -55,14 +54,50 @@ def test_health_lists_base_and_adapter(service: str) -> None:
 
 
 @pytest.mark.parametrize("rule", ["unanimous", "majority", "any"])
-def test_eight_passes_decision_follows_rule(service: str, rule: str) -> None:
+def test_eight_passes_of_the_random_model_are_invalid_rejects(service: str, rule: str) -> None:
+    """Random weights never write the answer format (known from the model, not from the reply): all 8
+    passes are invalid, and an invalid pass is never an accept, so every rule rejects."""
     t = TASKS[0]
     with VerifyClient(service) as c:
         d = c.verify(t["problem"], steps=t["steps"], rule=rule, all_passes=True, seed=1, max_tokens=64)
-    assert len(d["passes"]) == 8 and sum(d["votes"].values()) == 8 and d["votes"]["cancelled"] == 0
-    assert d["decision"] == decide([p["verdict"] if p["status"] == "valid" else p["status"] for p in d["passes"]], rule)
+    assert d["rule"] == rule and d["decision"] == "reject"
+    assert len(d["passes"]) == 8 and d["votes"] == {"accept": 0, "reject": 0, "invalid": 8, "cancelled": 0, "error": 0}
     assert d["usage"]["completion_tokens"] == sum(p["completion_tokens"] for p in d["passes"]) > 0
     assert d["usage"]["prompt_tokens"] > 0 and d["model"] == "tiny-lora"
+
+
+# The three rules as the README defines them, written out by hand: accepts of n passes -> decision.
+RULES_BY_HAND = {"unanimous": lambda acc, n: acc == n, "majority": lambda acc, n: 2 * acc > n,
+                 "any": lambda acc, n: acc > 0}
+
+
+@pytest.fixture(scope="module")
+def mixed_verdicts(vllm_server, tmp_path_factory: pytest.TempPathFactory):
+    """`proofcheck serve` constrained to verdicts -1 or 0 (structured outputs): every pass is a valid
+    accept or reject, sampled at temperature 1, so the rules disagree on mixed passes."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", vllm_server.url, "--endpoint-model",
+           "tiny", "--port", str(port), "--max-tokens", "1500", "--constrain-format=-1|0", "--log-level", "warning"]
+    with ServiceProcess(cmd, url + "/health", tmp_path_factory.mktemp("mixed") / "serve.log"):
+        yield url
+
+
+def test_each_rule_decides_mixed_passes_as_defined(mixed_verdicts: str) -> None:
+    mixed = 0
+    for t, seed in [(TASKS[0], 1), (TASKS[1], 2), (TASKS[2], 3)]:
+        votes = []
+        with VerifyClient(mixed_verdicts) as c:
+            for rule in RULES_BY_HAND:
+                d = c.verify(t["problem"], steps=t["steps"], rule=rule, all_passes=True, seed=seed)
+                v = d["votes"]
+                assert d["rule"] == rule and len(d["passes"]) == 8
+                assert v["invalid"] == v["cancelled"] == v["error"] == 0 and v["accept"] + v["reject"] == 8
+                assert d["decision"] == ("accept" if RULES_BY_HAND[rule](v["accept"], 8) else "reject"), (rule, v)
+                votes.append(v)
+        assert votes[0] == votes[1] == votes[2]  # same seed, same passes: only the rule differs
+        mixed += 0 < votes[0]["accept"] < 8
+    assert mixed >= 1  # at least one proof where unanimous rejects and any accepts
 
 
 def test_async_client_batch_and_models(service: str) -> None:
