@@ -162,7 +162,7 @@ def make(rng: random.Random, kind: str) -> Draft:
     if kind == "case_missed":
         miss = f"n ≡ {e} (mod {m})" if m == 3 else f"n {_parity(e)}"
         p.add(text, f"the case {miss} is missing.", f"the case {miss} is never treated, and there "
-              f"{f} is {_value_words(m, (a * e * e + b * e + c) % m)}.")
+              f"{f} {_claim(m, (a * e * e + b * e + c) % m)}.")
     elif kind == "conclusion":
         p.add(text, "the cases disagree.", f"the case n ≡ {e} (mod {m}) gives remainder "
               f"{(a * e * e + b * e + c) % m}, so the cases do not show that {f} {claim}.")
@@ -174,7 +174,3 @@ def make(rng: random.Random, kind: str) -> Draft:
 
 def _problem(rng: random.Random, f: str, claim: str) -> str:
     return pick(rng, _PROBLEMS).format(f=f, claim=claim)
-
-
-def _value_words(m: int, r: int) -> str:
-    return _claim(m, r).removeprefix("is ")

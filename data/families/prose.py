@@ -38,7 +38,7 @@ _PROBLEMS = ("{opening} Then, in order: {events}. Prove that {end}.",
              "{opening} The following happens, in this order: {events}. Show that {end}.")
 _SHOWN = ("After {e}, there are {a} {op} {c} = {v} {unit}.", "Then {e}: {a} {op} {c} = {v}.",
           "Next, {e}, so the count becomes {a} {op} {c} = {v}.")
-_BARE = ("{E}, which leaves {v} {unit}.", "After {e}, the count is {v}.")
+_BARE = ("{E}, bringing the count to {v} {unit}.", "After {e}, the count is {v}.")
 _CONCLUDE = ("So {end}, as claimed.", "Hence {end}.", "Therefore {end}.")
 
 
