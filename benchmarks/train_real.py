@@ -28,10 +28,12 @@ import argparse
 import ast
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -83,11 +85,28 @@ def full_recipe(recipe: Path, out: Path) -> Path:
     return out
 
 
+def run_bounded(cmd: list[str], timeout_s: float | None, what: str) -> subprocess.CompletedProcess:
+    """`cmd` in its own process group, killed as a whole (vLLM's engine processes included, which
+    would otherwise keep the GPU) when it runs past `timeout_s`; then a SystemExit that says so."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    t0 = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise SystemExit(f"{what}: no end after {timeout_s:.0f} s (a hang, or sized too large for this machine); "
+                         f"killed. Command: {' '.join(cmd)}\nlast output:\n{(err or '')[-3000:]}") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, f"{err}\n({what}: {time.monotonic() - t0:.0f} s)")
+
+
 def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, generations: int,
                 completion: int, recipe: Path = RECIPE, extra: list[str] | None = None,
-                eval_proofs: int = 0, eval_passes: int = 4) -> dict[str, Any]:
-    """One short GRPO run: its step split, tokens per step and (with `eval_proofs`) its final
-    held-out evaluation. `extra`: more recipe overrides."""
+                eval_proofs: int = 0, eval_passes: int = 4, timeout_s: float | None = None) -> dict[str, Any]:
+    """One short GRPO run: its step split, tokens per step, GPU memory and (with `eval_proofs`) its
+    final held-out evaluation. `extra`: more recipe overrides. `timeout_s`: the run is killed (with its
+    engine processes) and the benchmark stops with a message past it."""
     cmd = [sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(recipe),
            "--model_name_or_path", str(model), "--output_dir", str(out), "--max_steps", str(steps),
            "--synthetic_count", str(max(4 * batch, 8 * eval_proofs, 32)), "--eval_fraction", "0.2",
@@ -97,7 +116,7 @@ def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, 
            "--max_completion_length", str(completion),
            "--use_vllm", "true" if use_vllm else "false", "--logging_steps", "1", "--disable_tqdm", "true",
            "--report_to", "none", *(extra or [])]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    proc = run_bounded(cmd, timeout_s, f"GRPO run ({'vLLM colocate' if use_vllm else 'HF generate'})")
     if proc.returncode != 0:
         raise SystemExit(f"GRPO run ({'vLLM colocate' if use_vllm else 'HF generate'}) failed "
                          f"({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
@@ -106,7 +125,7 @@ def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, 
     # transformers prints floats to 4 significant digits: per-step differences are good to ~0.1%
     per_step = [b - a for a, b in zip(seen, seen[1:], strict=False)] or seen[:1]
     return {"split": summary["step_split_s"], "tokens_per_step": statistics.median(per_step) if per_step else None,
-            "eval": summary.get("eval")}
+            "eval": summary.get("eval"), "memory": summary.get("memory")}
 
 
 def mfu(row: dict[str, Any], shape: Any, batch: int, peft: bool, lora_layers: int | None, peak: float) -> float | None:
@@ -137,6 +156,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--recipe", default=str(RECIPE), help="GRPO recipe YAML with LoRA (default: the SmolLM2 CPU "
                     "recipe); the full fine-tuning runs use it with use_peft: false")
     ap.add_argument("--no-full", action="store_true", help="skip the two full fine-tuning runs")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds each GRPO run may take before it is killed "
+                    "with its engine processes and the benchmark stops with a message (default: no limit)")
     ap.add_argument("--train-arg", action="append", default=[], metavar="FLAG=VALUE",
                     help="more overrides for every run, repeatable, e.g. --train-arg gradient_accumulation_steps=1 "
                          "(a list: --train-arg 'mix_ratios=0.5 0.0 0.5')")
@@ -170,7 +191,7 @@ def main() -> int:
             r = run_backend(model, work / f"{variant}-{name}", use_vllm, steps, batch, args.generations, completion,
                             vrecipe, (["--save_merged", "false", "--save_adapter", "true"] if is_peft else []) + extra,
                             eval_proofs=eval_proofs if variant == "lora" else 0,
-                            eval_passes=args.eval_passes)
+                            eval_passes=args.eval_passes, timeout_s=args.timeout)
             r["mfu"] = mfu(r, shape, batch, is_peft, lora_layers, peak)
             rows[(variant, name)] = r
     figures = figures_of(rows, eval_proofs, args.eval_passes, completion)
@@ -198,6 +219,8 @@ def figures_of(rows: dict[tuple[str, str], dict[str, Any]], eval_proofs: int, ev
         tag = name if variant == "lora" else f"full_{name}"
         out[f"train.{tag}_step_split_s"] = r["split"]
         out[f"train.mfu_{tag}"] = r4(r["mfu"])
+        if r.get("memory"):  # CUDA only: peak allocation of the training process, vLLM's KV blocks
+            out[f"train.{tag}_memory"] = r["memory"]
     if ("full", "vllm") in rows:
         out["train.full_colocate_vs_hf_generate"] = _gen_ratio(rows, "full")
     hf_eval, vl_eval = rows[("lora", "hf")]["eval"], rows[("lora", "vllm")]["eval"]
@@ -230,6 +253,14 @@ def print_tables(rows: dict[tuple[str, str], dict[str, Any]], figures: dict[str,
     print(f"\nMFU against the {machine['compute_dtype']} matmul peak measured now "
           f"({machine['matmul_peak_flop_s'] / 1e9:.0f} GFLOP/s, {machine['device']}; {machine['dtype_reason']}); model FLOPs: forward 2/weight + attention; backward 1/weight through the LoRA "
           "layers (activation gradients only), 4/weight for full fine-tuning.")
+    mem = {k: r["memory"] for k, r in rows.items() if r.get("memory")}
+    if mem:
+        print("\n| training | generation | max_memory_allocated GiB | max_memory_reserved GiB | vLLM KV blocks "
+              "(block size) |\n|---|---|---:|---:|---:|")
+        for (variant, name), m in mem.items():
+            kv = f"{m['vllm_kv_blocks']} ({m['vllm_block_size']})" if m.get("vllm_kv_blocks") else "n/a"
+            print(f"| {lora if variant == 'lora' else 'full fine-tuning'} | {BACKEND_LABELS[name]} "
+                  f"| {m['max_memory_allocated_gib']:.2f} | {m['max_memory_reserved_gib']:.2f} | {kv} |")
     if "train.eval_vllm_speedup" in figures:
         f = figures
         print(f"\nHeld-out evaluation inside training ({lora}), at the end of the run: {f['train.eval_proofs']} proofs "
