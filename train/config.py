@@ -55,8 +55,11 @@ class ProofcheckScriptArguments:
         "largest size that repeats no row."))
     mix_seed: int = field(default=0, metadata=_help(
         "Seed for synthetic tasks, the eval hold-out and the mix (the training seed is GRPOConfig.seed)."))
-    include_reference_solution: bool = field(default=True, metadata=_help(
-        "Show the problem's reference solution in the verifier prompt when the record has one."))
+    include_reference_solution: bool = field(default=False, metadata=_help(
+        "Show the problem's reference solution in the verifier prompt when the record has one. Off by default, "
+        "as `proofcheck score verifier` evaluates (and the release's VerifierBench); turn both on together "
+        "(`score verifier --with-reference`). Recorded in run_summary.json and in each saved model folder "
+        "(proofcheck_prompt.json); `score verifier` warns when the two settings differ."))
 
     # --- held-out evaluation ----------------------------------------------------------------
     eval_split: str = field(default="eval", metadata=_help(

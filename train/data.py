@@ -43,10 +43,11 @@ class TrainingData:
     eval: list[dict[str, Any]]
     pool_counts: dict[str, int] = field(default_factory=dict)
     train_counts: dict[str, int] = field(default_factory=dict)
+    with_reference: bool = False  # the prompts show the reference solution (include_reference_solution)
 
     def summary(self) -> dict[str, Any]:
         return {"pool_by_origin": self.pool_counts, "train_by_origin": self.train_counts,
-                "n_train": len(self.train), "n_eval": len(self.eval)}
+                "n_train": len(self.train), "n_eval": len(self.eval), "with_reference": self.with_reference}
 
 
 def _rows_from_records(records: list[AnnotatedProof], default_origin: str) -> list[dict[str, Any]]:
@@ -185,6 +186,7 @@ def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
         eval=add_prompts(eval_rows, args.include_reference_solution),
         pool_counts=dict(Counter(r["origin"] for r in pool + fixed_train + given_eval)),
         train_counts=dict(Counter(r["origin"] for r in train)),
+        with_reference=args.include_reference_solution,
     )
 
 

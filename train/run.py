@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.io import write_json_atomic
+from proofcheck.prompt_card import write_prompt_card
 from proofcheck.train.config import ConfigError, ProofcheckScriptArguments, top_layers
 from proofcheck.train.data import TrainingData, build_training_data, to_dataset
 
@@ -284,6 +285,9 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
               f"generation {generation_backend(training)}, processes {acc.num_processes}")
     result = trainer.train(resume_from_checkpoint=resume)
     saved = save_outputs(trainer, script, model_args)
+    if acc.is_main_process:  # the prompt the model was trained on, for `score verifier` to compare
+        for folder in saved.values():
+            write_prompt_card(folder, data.with_reference)
     summary = make_summary(trainer, data, history, eval_cb, saved, resume, dict(result.metrics), timer.split())
     if acc.is_main_process:
         write_json_atomic(Path(training.output_dir) / SUMMARY_FILE, summary)

@@ -155,7 +155,16 @@ def _prover(args: argparse.Namespace) -> int:
     return _finish(summary)
 
 
+def _warn_reference_mismatch(args: argparse.Namespace) -> None:
+    """Warn when a local model was trained with the other reference-solution setting (its prompt card)."""
+    from proofcheck.prompt_card import read_prompt_card, reference_mismatch
+
+    if args.model and (msg := reference_mismatch(read_prompt_card(args.model), args.with_reference)):
+        print(f"warning: {args.model}: {msg}", file=sys.stderr)
+
+
 def _verifier(args: argparse.Namespace) -> int:
+    _warn_reference_mismatch(args)
     if (msg := _check(args)) is not None:
         return fail(msg)
     if bool(args.judge_endpoint) != bool(args.judge_model):

@@ -1,0 +1,69 @@
+"""Training and evaluation agree on the reference solution: one setting, off by default on both
+sides, recorded beside the trained weights, and `score verifier` warns on a mismatch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proofcheck.prompt_card import CARD_FILE, read_prompt_card, reference_mismatch, write_prompt_card
+from proofcheck.train.config import ProofcheckScriptArguments
+from proofcheck.train.data import build_training_data
+
+
+def test_training_default_is_no_reference_like_evaluation() -> None:
+    from proofcheck.cli import build_parser
+
+    assert ProofcheckScriptArguments(synthetic_count=1).include_reference_solution is False
+    args = build_parser().parse_args(["score", "verifier", "--data", "d", "--model", "m", "--out", "o"])
+    assert args.with_reference is False
+
+
+@pytest.mark.parametrize(("with_reference", "marker"), [(False, False), (True, True)])
+def test_the_setting_reaches_the_prompts_and_the_summary(with_reference: bool, marker: bool) -> None:
+    data = build_training_data(ProofcheckScriptArguments(synthetic_count=8, eval_fraction=0.25,
+                                                         include_reference_solution=with_reference))
+    assert len(data.train) > 0 and len(data.eval) > 0
+    for row in data.train + data.eval:
+        assert ("Reference solution" in row["prompt"][-1]["content"]) is marker
+    assert data.summary()["with_reference"] is with_reference
+
+
+@pytest.mark.parametrize(("card", "evaluated_with", "says"), [
+    ({"with_reference": True}, True, None),
+    ({"with_reference": False}, False, None),
+    ({"with_reference": True}, False, "trained with the reference solution in its prompt, evaluated without it"),
+    ({"with_reference": False}, True, "trained without the reference solution in its prompt, evaluated with it"),
+    (None, True, None),  # not trained by proofcheck: nothing to compare
+    (None, False, None),
+])
+def test_mismatch_table(card: dict | None, evaluated_with: bool, says: str | None) -> None:
+    msg = reference_mismatch(card, evaluated_with)
+    assert (msg is None) if says is None else msg.startswith(says)
+
+
+def test_card_round_trip_and_bad_cards(tmp_path: Path) -> None:
+    assert read_prompt_card(tmp_path) is None
+    write_prompt_card(tmp_path, True)
+    assert read_prompt_card(tmp_path)["with_reference"] is True
+    (tmp_path / CARD_FILE).write_text('{"with_reference": "yes"}')
+    assert read_prompt_card(tmp_path) is None  # unreadable cards are ignored, never guessed
+
+
+@pytest.mark.parametrize(("trained_with", "flag", "warned"), [(True, [], True), (True, ["--with-reference"], False),
+                                                             (False, ["--with-reference"], True)])
+def test_score_verifier_warns_on_a_mismatch(tmp_path: Path, trained_with: bool, flag: list[str],
+                                            warned: bool) -> None:
+    model = tmp_path / "merged"
+    model.mkdir()
+    (model / CARD_FILE).write_text(json.dumps({"with_reference": trained_with}))
+    # --concurrency 0 stops the command right after the warning, before any model is loaded
+    proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", "score", "verifier", "--data", "d.jsonl",
+                           "--model", str(model), "--out", str(tmp_path / "run"), "--concurrency", "0", *flag],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "--concurrency must be >= 1" in proc.stderr
+    assert ("warning:" in proc.stderr and "evaluated with" in proc.stderr) is warned, proc.stderr
