@@ -33,7 +33,7 @@ def emit(figures: dict[str, Any]) -> None:
 
 def real_model(path: str | None) -> Path:
     """The SmolLM2-135M-Instruct folder: `path`, or runs/smollm2 (built with `build_smollm2` if missing)."""
-    from proofcheck.smollm2 import build_smollm2, is_built
+    from proofcheck.models.smollm2 import build_smollm2, is_built
 
     out = Path(path) if path else DEFAULT_REAL_MODEL
     if path and not (out / "config.json").is_file():

@@ -41,7 +41,7 @@ def build_model(out: Path) -> int:
     import torch
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
-    from proofcheck.tiny_model import build_tiny_model
+    from proofcheck.models.tiny_model import build_tiny_model
 
     tiny = build_tiny_model(out.parent / "tiny-tokenizer-source")
     tok = AutoTokenizer.from_pretrained(tiny)

@@ -154,7 +154,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     model = args.model
     if model is None:
-        from proofcheck.tiny_model import build_tiny_model
+        from proofcheck.models.tiny_model import build_tiny_model
 
         model = str(build_tiny_model(workdir / "tiny"))
     tasks = balanced_tasks(n_proofs, seed=7)  # half valid, half flawed

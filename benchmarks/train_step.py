@@ -92,7 +92,7 @@ def main() -> int:
     steps, length = (3, 16) if args.quick else (args.steps, args.completion_length)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from proofcheck.tiny_model import build_tiny_model
+    from proofcheck.models.tiny_model import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="bench-train-step-"))
     model_dir = build_tiny_model(REPO / "benchmarks" / "out" / "tiny-model")

@@ -148,10 +148,10 @@ def _validate_samples() -> dict[str, list]:
 
 def _build_model(cfg: DemoConfig) -> Path:
     if cfg.model == "tiny":
-        from proofcheck.tiny_model import build_tiny_model
+        from proofcheck.models.tiny_model import build_tiny_model
 
         return build_tiny_model(cfg.workdir / "model", seed=cfg.seed)
-    from proofcheck.smollm2 import build_smollm2
+    from proofcheck.models.smollm2 import build_smollm2
 
     return build_smollm2(cfg.workdir / "model")
 

@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Path to the tiny Qwen2 model (random weights), built once per test session."""
-    from proofcheck.tiny_model import build_tiny_model
+    from proofcheck.models.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 

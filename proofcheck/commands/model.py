@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
 
 
 def _tiny(args: argparse.Namespace) -> int:
-    from proofcheck.tiny_model import build_tiny_model
+    from proofcheck.models.tiny_model import build_tiny_model
 
     if args.hidden_size % 32:
         print("error: --hidden-size must be a multiple of 32 (vLLM-CPU needs head_dim >= 32)")
@@ -43,7 +43,7 @@ def _tiny(args: argparse.Namespace) -> int:
 def _smollm2(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from proofcheck.smollm2 import MODEL_NAME, ModelBuildError, build_smollm2, is_built
+    from proofcheck.models.smollm2 import MODEL_NAME, ModelBuildError, build_smollm2, is_built
 
     reused = is_built(Path(args.out))
     try:

@@ -31,7 +31,7 @@ def test_tiny_model_loads_in_transformers(tiny_model):
 
 
 def test_tiny_model_is_deterministic(tiny_model, tmp_path):
-    from proofcheck.tiny_model import build_tiny_model
+    from proofcheck.models.tiny_model import build_tiny_model
 
     again = build_tiny_model(tmp_path / "again")
     assert (again / "tokenizer.json").read_text() == (tiny_model / "tokenizer.json").read_text()

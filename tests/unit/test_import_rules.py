@@ -1,8 +1,8 @@
 """The layering rules of CONTRIBUTING.md / SPEC section 1, enforced on the source.
 
-- core (`proofcheck/`, except the CLI, the demo and the model builders it runs) imports nothing
-  from `reward/ train/ serve/ data/ bench/`, at any depth (a function-level import is still a
-  dependency);
+- core (`proofcheck/`, except the CLI and the demo, which wire the layers together, and the
+  `proofcheck/models/` layer) imports nothing from `reward/ train/ serve/ data/ bench/` or
+  `proofcheck.models`, at any depth (a function-level import is still a dependency);
 - `train/` and `serve/` never import each other (they meet through files and HTTP);
 - every package imports only the layers the table below allows;
 - light modules (everything but `train/`, plus the thin `train/grpo.py` entry) import no torch /
@@ -22,12 +22,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = {"proofcheck": "core", "reward": "reward", "train": "train", "serve": "serve", "data": "data",
            "bench": "bench"}
-SUBPACKAGES = {"reward", "train", "serve", "data", "bench"}
+SUBPACKAGES = {"reward", "train", "serve", "data", "bench", "models"}
 # entry points above every layer: they wire the layers together for the user
 ENTRY = {"proofcheck/cli.py", "proofcheck/demo.py"}
-# The demo's model builders: `tiny_model` trains its tokenizer on the shipped samples and synthetic
-# tasks (data/). They are run by `proofcheck model` and the demo, never imported by a layer.
-MODEL_BUILDERS = {"proofcheck/tiny_model.py", "proofcheck/smollm2.py"}
 ALLOWED = {  # layer -> layers it may import (besides itself)
     "core": set(),
     "reward": {"core", "data"},  # data.loaders for file-level grading (`proofcheck grade`)
@@ -35,6 +32,9 @@ ALLOWED = {  # layer -> layers it may import (besides itself)
     "data": {"core", "serve", "reward"},  # curation reaches models through serve's engines
     "train": {"core", "reward", "data"},
     "bench": {"core", "reward", "data", "serve"},
+    # model builders (proofcheck/models/): `tiny_model` trains its tokenizer on the shipped samples and
+    # synthetic tasks; run by `proofcheck model`, the demo, tests and benchmarks, imported by no layer
+    "models": {"core", "data"},
 }
 HEAVY = {"torch", "transformers", "vllm", "trl", "peft", "deepspeed", "accelerate", "datasets"}
 
@@ -43,8 +43,8 @@ def layer_of(path: Path) -> str:
     rel = path.relative_to(REPO)
     if rel.as_posix() in ENTRY or rel.parts[:2] == ("proofcheck", "commands"):
         return "cli"
-    if rel.as_posix() in MODEL_BUILDERS:
-        return "model_builder"
+    if rel.parts[:2] == ("proofcheck", "models"):
+        return "models"
     return FOLDERS[rel.parts[0]]
 
 
@@ -89,7 +89,7 @@ LAYERED = [p for p in SOURCES if layer_of(p) in ALLOWED]
 def test_the_tree_is_seen() -> None:
     names = {p.relative_to(REPO).as_posix() for p in LAYERED}
     assert {"proofcheck/parsing.py", "proofcheck/schemas.py", "reward/grading.py", "serve/engines.py",
-            "train/grpo.py", "data/build.py", "bench/mcq_run.py"} <= names
+            "train/grpo.py", "data/build.py", "bench/mcq_run.py", "proofcheck/models/tiny_model.py"} <= names
 
 
 @pytest.mark.parametrize("path", LAYERED, ids=lambda p: p.relative_to(REPO).as_posix())

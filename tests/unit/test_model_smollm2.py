@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from proofcheck.smollm2 import FORMAT, GGUF_NAME, STAMP
+from proofcheck.models.smollm2 import FORMAT, GGUF_NAME, STAMP
 
 
 def _run(args: list[str], pythonpath: Path | None = None) -> subprocess.CompletedProcess:
