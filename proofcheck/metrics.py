@@ -85,9 +85,9 @@ def proof_first_error_step_accuracy(p: ProofTrials, repeats: int | None = None) 
 def proof_valid_rate(p: ProofTrials, repeats: int | None = None) -> float:
     """Share of one proof's repeats that are valid verifier outputs.
 
-    The per-proof unit of the valid rate's standard error in training evaluation; the
-    `verifier_valid_rate` metric itself pools all trials (equal to the mean of these when
-    `repeats` is fixed).
+    The per-proof unit of `verifier_valid_rate` (their mean over proofs) and of its standard
+    error in training evaluation. With `repeats` fixed the mean equals the pooled share of all
+    trials; without, every proof weighs the same, as in the rough metrics.
     """
     return _share([t.valid for t in p.trials], repeats)
 
@@ -111,7 +111,7 @@ def _verifier_split(proofs: list[ProofTrials], repeats: int | None = None) -> di
         "balanced_accuracy": None if tpr is None or tnr is None else (tpr + tnr) / 2,
         "first_error_step_accuracy": _mean([proof_first_error_step_accuracy(p, repeats) for p in proofs]),
         "first_error_step_accuracy_incorrect": _mean([proof_first_error_step_accuracy(p, repeats) for p in neg]),
-        "verifier_valid_rate": sum(t.valid for t in trials) / slots if slots else None,
+        "verifier_valid_rate": _mean([proof_valid_rate(p, repeats) for p in proofs]) if slots else None,
     }
     if any(t.meta_score is not None for t in trials):
         def meta(p: ProofTrials) -> float:

@@ -187,7 +187,8 @@ def eval_metrics(results: list[dict]) -> dict[str, float | None]:
     with its standard error over proofs (`<name>_se`).
 
     The per-proof shares behind the standard errors are `proofcheck.metrics`' own per-proof rules
-    (`proof_rough`, ...), over the proofs that have passes, so they match the metrics they qualify.
+    (`proof_rough`, `proof_valid_rate`, ...) over the same proofs as the metrics: a proof without
+    passes counts 0 in both (`verifier_metrics`' rule), so each error qualifies its own metric.
     """
     from proofcheck.metrics import (
         ProofTrials,
@@ -202,9 +203,8 @@ def eval_metrics(results: list[dict]) -> dict[str, float | None]:
                           [Trial(t["valid"], t["first_error_step"]) for t in r["trials"]]) for r in results]
     m = verifier_metrics(proofs)
     scores = [t["score"] for r in results for t in r["trials"] if t["score"] is not None]
-    tried = [p for p in proofs if p.trials]
-    pos = [proof_rough(p) for p in tried if p.is_correct]
-    neg = [proof_rough(p) for p in tried if not p.is_correct]
+    pos = [proof_rough(p) for p in proofs if p.is_correct]
+    neg = [proof_rough(p) for p in proofs if not p.is_correct]
     proof_rewards = [sum(t["score"] for t in r["trials"] if t["score"] is not None) / len(r["trials"])
                      for r in results if r["trials"]]
     return {
@@ -218,8 +218,8 @@ def eval_metrics(results: list[dict]) -> dict[str, float | None]:
         "rough_bal_f1_se": _bal_f1_se(pos, neg),
         "rough_tpr_se": _se(pos),
         "rough_tnr_se": _se(neg),
-        "first_error_step_accuracy_se": _se([proof_first_error_step_accuracy(p) for p in tried]),
-        "valid_rate_se": _se([proof_valid_rate(p) for p in tried]),
+        "first_error_step_accuracy_se": _se([proof_first_error_step_accuracy(p) for p in proofs]),
+        "valid_rate_se": _se([proof_valid_rate(p) for p in proofs]),
         "n_proofs": len(results),
         "n_passes": sum(len(r["trials"]) for r in results),
     }

@@ -37,6 +37,18 @@ def test_metrics_and_their_standard_errors(key: str, value: float, se: float) ->
     assert m[f"{key}_se"] == pytest.approx(se)
 
 
+def test_a_proof_without_passes_counts_zero_in_metric_and_error_alike() -> None:
+    """eval_metrics and verifier_metrics treat a proof with no passes the same (it counts 0), and each
+    standard error is over the per-proof values whose mean is the metric."""
+    m = eval_metrics([*RESULTS, _proof("e", True, -1, [])])
+    per_proof_valid = [1, 1, 1, 0.5, 0]  # by hand
+    mean = sum(per_proof_valid) / 5
+    sd = math.sqrt(sum((v - mean) ** 2 for v in per_proof_valid) / 4)
+    assert m["valid_rate"] == pytest.approx(mean) and m["valid_rate_se"] == pytest.approx(sd / math.sqrt(5))
+    assert m["rough_tpr"] == pytest.approx((1.0 + 0.5 + 0.0) / 3)
+    assert m["rough_tpr_se"] == pytest.approx(0.5 / math.sqrt(3))  # sd of 1, .5, 0 is .5
+
+
 def test_balanced_f1_has_a_bootstrap_standard_error() -> None:
     m = eval_metrics(RESULTS)
     assert m["rough_bal_f1"] == pytest.approx(2 * 0.75 * 0.5 / 1.25)

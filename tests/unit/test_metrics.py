@@ -62,10 +62,22 @@ def test_verifier_metrics_hand_computed():
     # first-error-step accuracy per proof: a 2/4, b 2/2, c 1/3
     assert m["first_error_step_accuracy"] == pytest.approx((0.5 + 1 + 1 / 3) / 3)
     assert m["first_error_step_accuracy_incorrect"] == pytest.approx(1 / 3)
-    assert m["verifier_valid_rate"] == pytest.approx(8 / 9)
+    # valid rate per proof (the unit of every per-proof share and of its standard error): a 3/4, b 1, c 1
+    assert m["verifier_valid_rate"] == pytest.approx((0.75 + 1 + 1) / 3)
     assert "meta_ver_tpr" not in m
     assert m["splits"]["ugd"]["rough_tnr"] is None and m["splits"]["ugd"]["rough_bal_f1"] is None
     assert m["splits"]["qe"]["rough_tpr"] == 1.0
+
+
+@pytest.mark.parametrize(("repeats", "valid_rate", "rough_tpr"), [
+    (None, (1.0 + 0.0) / 2, (1.0 + 0.0) / 2),  # trials as they are: the proof without passes counts 0
+    (2, (1.0 + 0.0) / 2, (1.0 + 0.0) / 2),     # R = 2 requested: the same, 2 valid of 4 slots
+])
+def test_a_proof_without_passes_counts_zero_in_every_share(repeats, valid_rate, rough_tpr):
+    proofs = [ProofTrials("a", True, -1, "ugd", [T(-1), T(-1)]), ProofTrials("b", True, -1, "ugd", [])]
+    m = verifier_metrics(proofs, repeats)
+    assert m["verifier_valid_rate"] == pytest.approx(valid_rate)
+    assert m["rough_tpr"] == pytest.approx(rough_tpr)
 
 
 def test_verifier_meta_metrics_invalid_counts_zero():
