@@ -1,21 +1,24 @@
 """Trainer callbacks: k-pass held-out verification during training, and the run history.
 
 `VerifierEvalCallback` verifies the held-out proofs with the trainer's own generation: the
-colocated vLLM engine when the trainer has one (weights synced first, one `n=k` request per
-proof), else sampled `model.generate` (`num_return_sequences=k`); the tokenizer's chat template
-either way. It parses every pass with the core protocol (`proofcheck.verification.parse_pass`),
-grades it with the reward package's structural grader, and logs through `trainer.log`:
-`eval_verify/reward_mean`, `eval_verify/rough_bal_f1`, `eval_verify/first_error_step_accuracy`,
-`eval_verify/valid_rate`, `eval_verify/rough_tpr`, `eval_verify/rough_tnr`.
-Every process verifies its share of the proofs (DeepSpeed ZeRO-3 parameters are gathered for
-generation by TRL's `unwrap_model_for_generation`); the results are gathered so all ranks log
-the same numbers. Every evaluation uses the same sampling seed, so "before" (at step 0, with
-`at_start`) and "after" see the same tasks with the same seed; HF sampling uses a forked RNG, so
-evaluating never changes the training run. Metrics come with standard errors over proofs.
+colocated vLLM engine (one `n=k` request per proof; a sleeping engine woken and put back), the
+`trl vllm-serve` server through the trainer's client, or sampled `model.generate`
+(`num_return_sequences=k`); the tokenizer's chat template either way. It parses every pass with
+the core protocol (`proofcheck.verification.parse_pass`), grades it with the reward package's
+structural grader, and logs through `trainer.log`: `eval_verify/reward_mean`,
+`eval_verify/rough_bal_f1`, `eval_verify/first_error_step_accuracy`, `eval_verify/valid_rate`,
+`eval_verify/rough_tpr`, `eval_verify/rough_tnr`.
+Every process verifies an equal, padded share of the proofs, so all ranks make the same
+collective calls (`proofcheck.train.distributed` has the rules: padding, `synced_gpus`, sleep
+mode, tensor-parallel groups); the results are gathered in row order so all ranks log the same
+numbers. Every evaluation uses the same sampling seeds, so "before" (at step 0, with `at_start`)
+and "after" see the same tasks with the same seeds; HF sampling uses a forked RNG, so evaluating
+never changes the training run. Metrics come with standard errors over proofs.
 
-`RunHistoryCallback` keeps (step, reward) and the eval results for `run_summary.json`;
-`StepTimer` splits each GRPO step into generation, weight sync, reward and the rest
-(log-probs, loss and backward, optimizer).
+`RunHistoryCallback` keeps (step, reward) and the eval results for `run_summary.json` (restored
+from the checkpoint on resume: `proofcheck.train.checkpoints`); `StepTimer` splits each GRPO
+step into generation, weight sync, reward and the rest (log-probs, loss and backward,
+optimizer), the held-out evaluation left out.
 """
 
 from __future__ import annotations
