@@ -180,10 +180,12 @@ def restore_history(checkpoint: str, history: Any, eval_cb: Any) -> None:
     """Start the run's reward and evaluation history from what `checkpoint` saved, so the summary of
     a resumed run covers the whole run (entries after the checkpoint's step, from a run that went on
     past it, are dropped: the resumed run redoes those steps)."""
-    from proofcheck.train.checkpoints import load_history
+    import json
+
+    from proofcheck.train.checkpoints import MARKER, load_history
 
     saved = load_history(checkpoint)
-    step = int(Path(checkpoint).name.rsplit("-", 1)[-1])
+    step = int(json.loads((Path(checkpoint) / MARKER).read_text(encoding="utf-8"))["step"])  # resume checked it
     history.rewards = [(s, r) for s, r in saved["rewards"] if s <= step]
     if eval_cb is not None:
         eval_cb.history = [e for e in saved["eval_history"] if e["step"] <= step]
