@@ -183,6 +183,9 @@ def plan(script: Any, training: Any, model: Any, opts: PlanOptions) -> dict[str,
     if gen_batch % training.num_generations:
         out["warnings"].append(f"num_generations={training.num_generations} does not divide the generation batch "
                                f"{gen_batch}: TRL refuses this run (see docs/training.md, batch arithmetic)")
+    if str(training.save_strategy) not in ("no", "SaveStrategy.NO") and training.save_total_limit == 1:
+        out["warnings"].append("save_total_limit=1: transformers deletes the previous checkpoint before the new one "
+                               "is marked complete; a kill in that window leaves nothing to resume from (use >= 2)")
     shape, where = model_shape(model.model_name_or_path)
     out["shape"], out["shape_source"] = shape, where
     if shape is None:

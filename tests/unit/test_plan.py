@@ -96,3 +96,9 @@ def test_zero3_plan_shards_weights_and_states_over_8_gpus(nothing_loads: None) -
     assert _line(text, "weights") == pytest.approx(8_190_735_360 * 2 / 8 / GIB, abs=0.01)
     assert _line(text, "optimizer (+ masters)") == pytest.approx(8_190_735_360 * 12 / 8 / GIB, abs=0.01)
     assert "vLLM server" in text  # server mode: the KV cache is on the server's GPUs
+
+
+def test_plan_warns_when_one_checkpoint_is_kept(nothing_loads: None) -> None:
+    recipe = REPO / "configs/grpo/tiny-cpu.yaml"
+    assert "save_total_limit=1" in run_plan(recipe, "--save_total_limit", "1")
+    assert "save_total_limit" not in run_plan(recipe, "--save_total_limit", "2")
