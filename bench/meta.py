@@ -48,7 +48,7 @@ class TrialGrader:
 
 def make_trial_grader(judge_endpoint: str | None = None, judge_model: str | None = None,
                       cache_dir: str | None = None, concurrency: int = 8, judge_template: str | None = None,
-                      with_reference: bool = False) -> TrialGrader:
+                      with_reference: bool = False, judge_api_key_env: str | None = None) -> TrialGrader:
     """The run's `TrialGrader`: hybrid min(structural, judge) with a judge, else structural.
 
     `judge_template` is a release-format judge prompt file's text (`--judge-prompt-file`).
@@ -58,6 +58,6 @@ def make_trial_grader(judge_endpoint: str | None = None, judge_model: str | None
         from proofcheck.reward.client import JudgeConfig
 
         judge = JudgeConfig(endpoint=judge_endpoint, model=judge_model or "", cache_dir=cache_dir,
-                            concurrency=concurrency)
+                            concurrency=concurrency, api_key_env=judge_api_key_env)
     return TrialGrader(Grader("hybrid" if judge else "structural", "benchmark", judge, judge_template),
                        with_reference)

@@ -16,6 +16,7 @@ COMMANDS: tuple[str, ...] = (
     "proofcheck.commands.data",
     "proofcheck.commands.metrics",
     "proofcheck.commands.grade",
+    "proofcheck.commands.train",
     "proofcheck.commands.score",
     "proofcheck.commands.serve",
     "proofcheck.commands.model",
@@ -29,12 +30,29 @@ proofcheck: train, serve and use proof verifiers.
 
 A verifier reads a stepped proof and answers <assessment>, <errors> and <first_error_step>
 (-1 = valid). Eight sampled passes give a pessimistic decision: accept only if all accept.
-Run `proofcheck <command> --help` for the options of each command."""
+Run `proofcheck <command> --help` for the options of each command. Training is
+`proofcheck train --config RECIPE.yaml` (accelerate launch on the packaged train/grpo.py).
+
+Exit codes, the same for every command: 0 success; 1 error (bad input data or a failure
+while running); 2 usage (a bad option or configuration, found before any request);
+3 incomplete (the run ended without every result: rerun with --resume)."""
+
+
+def version() -> str:
+    """The installed distribution's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("proofcheck")
+    except PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="proofcheck", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"proofcheck {version()}")
     sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
     for module in COMMANDS:
         importlib.import_module(module).register(sub)
@@ -44,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments and run the chosen handler; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # only a command that hands its other options on (`proofcheck train`) accepts them
+        if getattr(args, "passthrough", None) is None:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        setattr(args, args.passthrough, [*getattr(args, args.passthrough), *extra])
     handler = getattr(args, "handler", None)
     if handler is None:  # a group such as `proofcheck data` without its subcommand
         parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])

@@ -60,7 +60,7 @@ def fix_hint(kind: str, url: str = "", model: str | None = None) -> str:
     where = f" at {url}" if url else ""
     if kind == "auth":
         return (f"the endpoint{where} refused the API key: export the right key in the variable named by "
-                "--api-key-env (or drop --api-key-env for an endpoint without a key)")
+                "--endpoint-api-key-env (--judge-api-key-env for a judge), or drop it for an endpoint without a key")
     if kind == "not_found":
         name = f" {model!r}" if model else ""
         return (f"the endpoint{where} does not know this path or model{name}: check the URL (base URL ending in /v1) "

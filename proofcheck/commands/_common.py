@@ -65,8 +65,56 @@ def read_judge_template(path: str) -> str:
     return text
 
 
+EXIT_OK = 0  # done, every result present
+EXIT_ERROR = 1  # bad input data or a failure while running (the message names the file/line/field and the fix)
 EXIT_USAGE = 2  # bad configuration found before any request (argparse uses 2 as well)
 EXIT_INCOMPLETE = 3  # the run finished or stopped without every result: endpoint errors, missing outputs
+EXIT_CODES = {EXIT_OK: "success: the command did all it was asked",
+              EXIT_ERROR: "error: bad input data or a failure while running; nothing half-written",
+              EXIT_USAGE: "usage: a bad option or configuration, found before any request",
+              EXIT_INCOMPLETE: "incomplete: the run ended without every result (rerun with --resume)"}
+
+# The CLI vocabulary: each flag has one meaning in every command (README, "Command-line vocabulary").
+MODEL_HELP = "local folder or hub id of the model weights"
+ENDPOINT_MODEL_HELP = "the model's name at --endpoint, as that server serves it"
+ENDPOINT_KEY_HELP = "environment variable holding the API key sent to --endpoint (must be set)"
+REQUIRE_KEY_HELP = "environment variable holding the key clients must send ('Authorization: Bearer $VAR')"
+JSON_HELP = "print the summary as JSON on stdout (logs go to stderr)"
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    """`--json`: the command's closing summary as JSON on stdout, alone (see `json_only_stdout`)."""
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+
+
+def add_endpoint_key(p: Any) -> None:
+    """`--endpoint-api-key-env VAR` (the outgoing key) and its deprecated spelling `--api-key-env`."""
+    p.add_argument("--endpoint-api-key-env", metavar="VAR", help=ENDPOINT_KEY_HELP)
+    add_deprecated(p, "--api-key-env", "--endpoint-api-key-env", "endpoint_api_key_env", metavar="VAR")
+
+
+def deprecation_warning(old: str, new: str) -> None:
+    """Say on stderr that `old` is a deprecated spelling of `new` (kept for one release)."""
+    print(f"warning: {old} is deprecated and will be removed in the next release; use {new}", file=sys.stderr)
+
+
+class _Deprecated(argparse.Action):
+    """Stores like the new option and warns once per use (the old spelling keeps working)."""
+
+    def __init__(self, option_strings: list[str], dest: str, new_flag: str, **kwargs: Any):
+        self.new_flag = new_flag
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        deprecation_warning(option_string or self.option_strings[0], self.new_flag)
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated(p: Any, old: str, new_flag: str, dest: str, **kwargs: Any) -> None:
+    """Accept `old` (hidden from --help) as a deprecated spelling of `new_flag`, storing into `dest`."""
+    p.add_argument(old, dest=dest, action=_Deprecated, new_flag=new_flag, help=argparse.SUPPRESS,
+                   default=argparse.SUPPRESS, **kwargs)
 
 
 class UsageError(ValueError):

@@ -8,13 +8,13 @@ import os
 import sys
 from typing import Any
 
-from proofcheck.commands._common import add_command, fail
+from proofcheck.commands._common import EXIT_USAGE, add_command, fail
 
 DESCRIPTION = """\
 Serve a queue of stepped proofs to expert annotators in the browser (http://HOST:PORT/).
 For each proof they mark the first fatal error step (at most one), the recoverable error
 steps before it, a reviewer comment and a remark, or report the item as broken. Every save
-is validated (SPEC section 3 label rules) and fsynced to OUT's journal (X.journal.jsonl) before
+is validated (the label rules of data/samples/README.md) and fsynced to OUT's journal (X.journal.jsonl) before
 it is acknowledged; OUT (one AdvancedMathBench record per proof and annotator) and
 X.broken.jsonl are rebuilt atomically from it, so a restart resumes where the queue was.
 
@@ -61,12 +61,12 @@ def _is_loopback(host: str) -> bool:
 def _annotate(args: argparse.Namespace) -> int:
     if args.agreement:
         if args.input or args.out:
-            return fail("--agreement reads an output file; do not combine it with --input/--out")
+            return fail("--agreement reads an output file; do not combine it with --input/--out", EXIT_USAGE)
         return _agreement(args.agreement)
     if not args.input or not args.out:
-        return fail("pass --input PROOFS.jsonl and --out ANNOTATED.jsonl (or --agreement ANNOTATED.jsonl)")
+        return fail("pass --input PROOFS.jsonl and --out ANNOTATED.jsonl (or --agreement ANNOTATED.jsonl)", EXIT_USAGE)
     if not 0 < args.port < 65536:
-        return fail(f"--port {args.port} is not a TCP port")
+        return fail(f"--port {args.port} is not a TCP port", EXIT_USAGE)
 
     from proofcheck.data.annotate.auth import Authenticator, parse_tokens
 
@@ -75,7 +75,7 @@ def _annotate(args: argparse.Namespace) -> int:
         spec = os.environ.get(args.token_env)
         if spec is None:
             return fail(f"--token-env {args.token_env}: the variable is not set; "
-                        f"export {args.token_env}=name:token,name2:token2")
+                        f"export {args.token_env}=name:token,name2:token2", EXIT_USAGE)
         try:
             tokens = parse_tokens(spec, f"${args.token_env}")
         except ValueError as e:

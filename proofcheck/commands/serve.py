@@ -10,7 +10,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from proofcheck.commands._common import add_chat_template_kwargs, add_command, fail, print_json
+from proofcheck.commands._common import (
+    ENDPOINT_MODEL_HELP,
+    EXIT_USAGE,
+    MODEL_HELP,
+    REQUIRE_KEY_HELP,
+    add_chat_template_kwargs,
+    add_command,
+    add_deprecated,
+    add_endpoint_key,
+    add_json,
+    fail,
+    print_json,
+)
 
 RULE_CHOICES = ("unanimous", "majority", "any")
 
@@ -41,15 +53,20 @@ def register(sub: Any) -> None:
     s = add_command(sub, "serve", "Serve the verifier over HTTP: POST /v1/verify (k passes, pessimistic decision), "
                     "POST /v1/verify/batch, GET /health, GET /metrics.")
     src = s.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="model folder or hub id served by vLLM in-process")
-    src.add_argument("--endpoint", help="front a running vLLM OpenAI-compatible server instead (base URL)")
-    s.add_argument("--endpoint-model", help="model name on --endpoint (default: the first it lists)")
-    s.add_argument("--endpoint-api-key-env", metavar="VAR", help="env var holding --endpoint's API key")
+    src.add_argument("--model", metavar="PATH_OR_ID", help=f"{MODEL_HELP}, served by vLLM in-process")
+    src.add_argument("--endpoint", metavar="URL", help="front a running vLLM OpenAI-compatible server instead "
+                     "(base URL)")
+    s.add_argument("--endpoint-model", metavar="NAME", help=f"{ENDPOINT_MODEL_HELP} (default: the first it lists)")
+    s.add_argument("--endpoint-api-key-env", metavar="VAR", help="environment variable holding the API key sent to "
+                   "--endpoint (must be set)")
     _add_engine_options(s)
     _add_verify_options(s)
     s.add_argument("--host", default="127.0.0.1", help="bind address (use 0.0.0.0 deliberately)")
     s.add_argument("--port", type=int, default=8000, help="port")
-    s.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer $VAR' on /v1/")
+    s.add_argument("--require-api-key-env", metavar="VAR", help=f"{REQUIRE_KEY_HELP} on /v1/")
+    # `serve --api-key-env` named the incoming key: kept with that meaning for one release, so no
+    # service silently loses its key
+    add_deprecated(s, "--api-key-env", "--require-api-key-env", "require_api_key_env", metavar="VAR")
     s.add_argument("--max-queue", type=int, default=64, help="verifications in flight before answering 429")
     s.add_argument("--max-proof-chars", type=int, default=100_000, help="larger proofs get 413")
     s.add_argument("--drain-timeout", type=float, default=600.0, help="seconds to finish in-flight work on shutdown")
@@ -63,17 +80,18 @@ def register(sub: Any) -> None:
 
     v = add_command(sub, "verify", "Verify one proof with k passes and print the decision, votes and first error.")
     vsrc = v.add_mutually_exclusive_group(required=True)
-    vsrc.add_argument("--endpoint", help="our service (`proofcheck serve`) or a vLLM OpenAI-compatible server")
-    vsrc.add_argument("--model", help="model folder served in-process by vLLM for this one call")
-    v.add_argument("--endpoint-model", help="model name on a vLLM --endpoint (default: the first it lists)")
-    v.add_argument("--api-key-env", metavar="VAR", help="env var holding the endpoint's API key")
+    vsrc.add_argument("--endpoint", metavar="URL", help="our service (`proofcheck serve`) or a vLLM "
+                      "OpenAI-compatible server")
+    vsrc.add_argument("--model", metavar="PATH_OR_ID", help=f"{MODEL_HELP}, served in-process by vLLM for this call")
+    v.add_argument("--endpoint-model", metavar="NAME", help=f"{ENDPOINT_MODEL_HELP} (default: the first it lists)")
+    add_endpoint_key(v)
     v.add_argument("--problem", required=True, help="problem text, or @FILE")
     v.add_argument("--proof", required=True, help="proof text (steps in <step> tags or blank-line paragraphs), or @FILE")
     v.add_argument("--reference", help="reference solution text, or @FILE")
     v.add_argument("--all-passes", action="store_true", help="no early reject: run all k passes")
     v.add_argument("--seed", type=int, help="sampling seed")
     v.add_argument("--lora", metavar="NAME=PATH", help="with --model: apply this LoRA adapter")
-    v.add_argument("--json", action="store_true", help="print the full result as JSON")
+    add_json(v)
     _add_verify_options(v)
     v.set_defaults(handler=_verify)
 
@@ -121,13 +139,14 @@ def _serve(args: argparse.Namespace) -> int:
                           endpoint_api_key=_key(args.endpoint_api_key_env, "--endpoint-api-key-env"),
                           passes=args.passes, rule=args.rule, temperature=args.temperature,
                           max_tokens=args.max_tokens, max_model_len=args.max_model_len, seed=args.seed,
-                          host=args.host, port=args.port, api_key=_key(args.api_key_env, "--api-key-env"),
+                          host=args.host, port=args.port,
+                          api_key=_key(args.require_api_key_env, "--require-api-key-env"),
                           max_queue=args.max_queue, max_proof_chars=args.max_proof_chars,
                           drain_timeout_s=args.drain_timeout, engine_args=_engine_args(args),
                           log_level=args.log_level, constrain=args.constrain_format,
                           chat_template_kwargs=args.chat_template_kwargs or {})
     except ValueError as e:
-        return fail(str(e))
+        return fail(str(e), EXIT_USAGE)
     run_server(cfg)
     return 0
 
@@ -158,10 +177,13 @@ def _verify(args: argparse.Namespace) -> int:
     from proofcheck.serve.verifier import make_verifier
 
     try:
+        api_key = _key(args.endpoint_api_key_env, "--endpoint-api-key-env")
+    except ValueError as e:
+        return fail(str(e), EXIT_USAGE)
+    try:
         problem, proof = _text(args.problem, "--problem"), _text(args.proof, "--proof")
         reference = _text(args.reference, "--reference")
         steps = split_steps(proof or "")
-        api_key = _key(args.api_key_env, "--api-key-env")
     except (ValueError, ProofFormatError) as e:
         return fail(str(e))
 

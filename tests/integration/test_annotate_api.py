@@ -203,17 +203,17 @@ def test_agreement_command(client: TestClient, files: tuple[Path, Path]) -> None
     assert "- q2#0: alice: correct" in res.stdout
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--input", "MISSING", "--out", "o.jsonl"], "no such file"),
-    (["--input", "BAD", "--out", "o.jsonl"], "BAD:2: steps"),
-    (["--out", "o.jsonl"], "--input"),
-    (["--agreement", "BAD"], "annotation: Field required"),
-    (["--input", "BAD", "--out", "o.jsonl", "--token-env", "PC_NO_SUCH_VAR"], "not set"),
+@pytest.mark.parametrize(("args", "words", "code"), [
+    (["--input", "MISSING", "--out", "o.jsonl"], "no such file", 1),
+    (["--input", "BAD", "--out", "o.jsonl"], "BAD:2: steps", 1),
+    (["--out", "o.jsonl"], "--input", 2),  # a usage error
+    (["--agreement", "BAD"], "annotation: Field required", 1),
+    (["--input", "BAD", "--out", "o.jsonl", "--token-env", "PC_NO_SUCH_VAR"], "not set", 2),
 ])
-def test_cli_errors_name_the_problem(tmp_path: Path, args: list[str], words: str) -> None:
+def test_cli_errors_name_the_problem(tmp_path: Path, args: list[str], words: str, code: int) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(ITEMS[0]) + "\n" + json.dumps({**ITEMS[1], "steps": []}) + "\n")
     args = [str(bad) if a == "BAD" else str(tmp_path / "missing.jsonl") if a == "MISSING" else a for a in args]
     words = words.replace("BAD", str(bad))
     res = run_cli(*args)
-    assert res.returncode == 1 and words in res.stderr, res.stderr
+    assert res.returncode == code and words in res.stderr, res.stderr

@@ -4,7 +4,7 @@ A pass or a repair generation that gets an endpoint error is recorded as an erro
 message), the run exits 3 with `complete: false` and `errored_passes`, and `--resume` re-runs
 exactly what failed: the errored passes of the verifier that failed, not the whole record; the
 checker passes of a repair, not its generation. A refused key or unknown model stops at once
-(also on `GET /v1/models`); an unset `--api-key-env` is exit 2 before any request.
+(also on `GET /v1/models`); an unset `--endpoint-api-key-env` is exit 2 before any request.
 """
 
 from __future__ import annotations
@@ -130,9 +130,9 @@ def test_select_401_on_the_model_list_stops_with_the_fix(tmp_path: Path) -> None
     cands, _ = candidates(tmp_path, 2)
     with refusing_server(401) as (url, seen):
         r = cli("data", "select", "--proofs", str(cands), "--verifier", url, "--out", str(tmp_path / "sel"),
-                "--api-key-env", "PC_TEST_KEY", env={"PC_TEST_KEY": "wrong"})
+                "--endpoint-api-key-env", "PC_TEST_KEY", env={"PC_TEST_KEY": "wrong"})
     assert r.returncode == 3, r.stderr[-2000:]
-    assert "HTTP 401" in r.stderr and "--api-key-env" in r.stderr and "Traceback" not in r.stderr
+    assert "HTTP 401" in r.stderr and "--endpoint-api-key-env" in r.stderr and "Traceback" not in r.stderr
     assert not any(s.startswith("POST") for s in seen)  # no verification request was sent
 
 
@@ -150,9 +150,9 @@ def test_unset_api_key_env_is_exit_2_before_any_request(tmp_path: Path) -> None:
     cands, _ = candidates(tmp_path, 2)
     with ScriptedServer(lambda req, i: Reply(ACCEPT)) as srv:
         s = cli("data", "select", "--proofs", str(cands), "--verifier", srv.url + "#scripted", "--out",
-                str(tmp_path / "sel"), "--api-key-env", "PC_SURELY_UNSET_VAR")
+                str(tmp_path / "sel"), "--endpoint-api-key-env", "PC_SURELY_UNSET_VAR")
         r = cli("data", "repair", "--rejected", str(ANNOTATED), "--repairer", srv.url + "#scripted", "--checker",
-                srv.url + "#scripted", "--out", str(tmp_path / "rep"), "--api-key-env", "PC_SURELY_UNSET_VAR")
+                srv.url + "#scripted", "--out", str(tmp_path / "rep"), "--endpoint-api-key-env", "PC_SURELY_UNSET_VAR")
         calls = list(srv.calls)
     for x in (s, r):
         assert x.returncode == 2 and "PC_SURELY_UNSET_VAR" in x.stderr, x.stderr[-2000:]

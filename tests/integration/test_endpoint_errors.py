@@ -2,7 +2,7 @@
 
 A pass that gets a 4xx / 5xx / timeout is recorded as an error (status, message), the run says
 it is incomplete and exits 3, and `--resume` re-runs exactly the errored passes. A wrong key or
-model stops the run at once with the fix; an unset `--api-key-env` is exit 2 before any request.
+model stops the run at once with the fix; an unset `--endpoint-api-key-env` is exit 2 before any request.
 """
 
 from __future__ import annotations
@@ -76,18 +76,18 @@ def test_400_passes_are_errors_then_resume_reruns_exactly_them(tmp_path: Path) -
 
 def test_401_stops_the_run_with_the_fix(tmp_path: Path) -> None:
     with ScriptedServer(lambda req, i: Reply(status=401)) as srv:
-        r = score(three_proofs(tmp_path), srv.url, tmp_path / "run", "--api-key-env", "PC_TEST_KEY",
+        r = score(three_proofs(tmp_path), srv.url, tmp_path / "run", "--endpoint-api-key-env", "PC_TEST_KEY",
                   env={"PC_TEST_KEY": "wrong"})
         n_calls = len([c for c in srv.calls if "messages" in c])
-    assert r.returncode == 3 and "HTTP 401" in r.stderr and "--api-key-env" in r.stderr
+    assert r.returncode == 3 and "HTTP 401" in r.stderr and "--endpoint-api-key-env" in r.stderr
     assert n_calls == 1  # stopped at once, not once per pass
 
 
 def test_unset_api_key_env_is_exit_2_before_any_request(tmp_path: Path) -> None:
     with ScriptedServer(lambda req, i: Reply(OK)) as srv:
-        r = score(three_proofs(tmp_path), srv.url, tmp_path / "run", "--api-key-env", "PC_SURELY_UNSET_VAR")
-        g = cli("generate", "--problems", str(SAMPLES_DIR / "problems.jsonl"), "--endpoint", srv.url, "--model",
-                "scripted", "--api-key-env", "PC_SURELY_UNSET_VAR", "--out", str(tmp_path / "subs.jsonl"))
+        r = score(three_proofs(tmp_path), srv.url, tmp_path / "run", "--endpoint-api-key-env", "PC_SURELY_UNSET_VAR")
+        g = cli("generate", "--problems", str(SAMPLES_DIR / "problems.jsonl"), "--endpoint", srv.url,
+                "--endpoint-model", "scripted", "--endpoint-api-key-env", "PC_SURELY_UNSET_VAR", "--out", str(tmp_path / "subs.jsonl"))
         calls = list(srv.calls)
     assert r.returncode == 2 and "PC_SURELY_UNSET_VAR" in r.stderr
     assert g.returncode == 2 and "PC_SURELY_UNSET_VAR" in g.stderr
@@ -99,7 +99,7 @@ def test_generate_errors_are_not_submissions_and_resume_fills_them(tmp_path: Pat
     problems.write_text("".join((SAMPLES_DIR / "problems.jsonl").read_text().splitlines(keepends=True)[:2]))
     out = tmp_path / "subs.jsonl"
     with ScriptedServer(lambda req, i: Reply(status=503) if i < 6 else Reply("<step>a</step><step>b</step>")) as srv:
-        args = ("generate", "--problems", str(problems), "--endpoint", srv.url, "--model", "scripted",
+        args = ("generate", "--problems", str(problems), "--endpoint", srv.url, "--endpoint-model", "scripted",
                 "--samples", "2", "--concurrency", "1", "--out", str(out))
         r = cli(*args)
         assert r.returncode == 3 and "endpoint error" in r.stderr, r.stderr[-2000:]

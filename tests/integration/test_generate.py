@@ -38,7 +38,7 @@ def test_generate_keeps_failed_samples_and_feeds_scoring(tmp_path):
     problems = three_problems(tmp_path)
     out = tmp_path / "subs.jsonl"
     with ScriptedServer(prover) as srv:
-        r = cli("generate", "--problems", str(problems), "--endpoint", srv.url, "--model", "prover", "--samples", "3",
+        r = cli("generate", "--problems", str(problems), "--endpoint", srv.url, "--endpoint-model", "prover", "--samples", "3",
                 "--out", str(out))
         assert r.returncode == 0, r.stderr[-2000:]
         subs = load_records(out, "submission")
@@ -47,10 +47,10 @@ def test_generate_keeps_failed_samples_and_feeds_scoring(tmp_path):
         assert len(ok) == 3 and all(s.step_list() == ["First.", "Second."] for s in ok)
         failed = [json.loads(x) for x in out.read_text().splitlines() if json.loads(x).get("failed")]
         assert {("empty" in f["failure"]) or ("no closed" in f["failure"]) for f in failed} == {True}
-        again = cli("generate", "--problems", str(problems), "--endpoint", srv.url, "--model", "prover", "--out",
+        again = cli("generate", "--problems", str(problems), "--endpoint", srv.url, "--endpoint-model", "prover", "--out",
                     str(out))
         assert again.returncode == 1 and "--resume" in again.stderr
-        resumed = cli("generate", "--problems", str(problems), "--endpoint", srv.url, "--model", "prover",
+        resumed = cli("generate", "--problems", str(problems), "--endpoint", srv.url, "--endpoint-model", "prover",
                       "--samples", "3", "--out", str(out), "--resume")
         assert resumed.returncode == 0 and len(out.read_text().splitlines()) == 9
         score = cli("score", "prover", "--problems", str(problems), "--submissions", str(out), "--endpoint", srv.url,
@@ -68,7 +68,7 @@ def test_generate_against_vllm_truncation_is_a_failed_sample(vllm_server, tmp_pa
     answer) or a cut-off (finish_reason length). Every sample is therefore a failed one, raw text kept."""
     problems = three_problems(tmp_path)
     out = tmp_path / "subs.jsonl"
-    r = cli("generate", "--problems", str(problems), "--endpoint", vllm_server.url, "--model", "tiny", "--samples",
+    r = cli("generate", "--problems", str(problems), "--endpoint", vllm_server.url, "--endpoint-model", "tiny", "--samples",
             "2", "--max-tokens", "1", "--out", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "6 submissions (6 failed generations" in r.stdout

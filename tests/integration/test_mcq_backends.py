@@ -68,7 +68,7 @@ def test_azure_chat_wire_format_and_usage(tmp_path: Path) -> None:
                                  prompt=100, completion=300, reasoning_tokens=250))
 
     with FakeAPI(responder) as api:
-        rc = run(tmp_path, "--backend", "azure", "--endpoint", api.base + "/", "--model", "gpt-5.2",
+        rc = run(tmp_path, "--backend", "azure", "--endpoint", api.base + "/", "--endpoint-model", "gpt-5.2",
                  "--api-key", "secret-azure-key", "--reasoning-effort", "medium", "--max-tokens", "1234")
     assert rc == 0
     assert len(api.fake_calls) == len(ITEMS)
@@ -105,7 +105,7 @@ def test_azure_responses_api(tmp_path: Path, model: str, extra: list[str], path:
                                       input_tokens=40, output_tokens=500, reasoning_tokens=480))
 
     with FakeAPI(responder) as api:
-        rc = run(tmp_path, "--backend", "azure", "--endpoint", api.base, "--model", model, "--api-key", "k",
+        rc = run(tmp_path, "--backend", "azure", "--endpoint", api.base, "--endpoint-model", model, "--api-key", "k",
                  "--reasoning-effort", "xhigh", *extra)
     assert rc == 0
     call = api.fake_calls[0]
@@ -131,7 +131,7 @@ def test_anthropic_messages_thinking_kept_apart(tmp_path: Path, monkeypatch: pyt
         return Answer(anthropic_reply(text, thinking=f"Perhaps \\boxed{{{wrong}}}", output_tokens=700))
 
     with FakeAPI(responder) as api:
-        rc = run(tmp_path, "--backend", "anthropic", "--base-url", api.base, "--model", "claude-x",
+        rc = run(tmp_path, "--backend", "anthropic", "--endpoint", api.base, "--endpoint-model", "claude-x",
                  "--thinking-budget", "4000", "--max-tokens", "8000", "--reasoning-effort", "high")
     assert rc == 0
     call = api.fake_calls[0]
@@ -168,7 +168,7 @@ def test_transient_failures_are_retried(tmp_path: Path) -> None:
         return step or Answer(anthropic_reply(f"\\boxed{{{CORRECT[iid]}}}"))
 
     with FakeAPI(responder) as api:
-        rc = run(tmp_path, "--backend", "anthropic", "--base-url", api.base, "--model", "c", "--api-key", "k",
+        rc = run(tmp_path, "--backend", "anthropic", "--endpoint", api.base, "--endpoint-model", "c", "--api-key", "k",
                  "--request-timeout", "2", "--concurrency", "6")
         release.set()
     assert rc == 0
@@ -188,7 +188,7 @@ def test_exhausted_retries_are_recorded_then_resumed(tmp_path: Path) -> None:
         return Answer(chat_reply(f"\\boxed{{{CORRECT[item_of(call)]}}}"))
 
     with FakeAPI(flaky) as api:
-        rc = run(tmp_path, "--backend", "openai", "--base-url", api.base + "/v1", "--model", "m", "--api-key", "k",
+        rc = run(tmp_path, "--backend", "openai", "--endpoint", api.base + "/v1", "--endpoint-model", "m", "--api-key", "k",
                  "--max-retries", "2")
     assert rc == 3  # incomplete, as every command says it
     assert sum(item_of(c) in broken for c in api.fake_calls) == 2 * 3  # bounded: 3 attempts each
@@ -203,7 +203,7 @@ def test_exhausted_retries_are_recorded_then_resumed(tmp_path: Path) -> None:
     before = {r["id"]: r for r in doc["detailed_results"]}
 
     with FakeAPI(lambda call, i: Answer(chat_reply(f"\\boxed{{{CORRECT[item_of(call)]}}}"))) as api:
-        rc = run(tmp_path, "--backend", "openai", "--base-url", api.base + "/v1", "--model", "m", "--api-key", "k",
+        rc = run(tmp_path, "--backend", "openai", "--endpoint", api.base + "/v1", "--endpoint-model", "m", "--api-key", "k",
                  "--resume")
     assert rc == 0
     assert sorted(item_of(c) for c in api.fake_calls) == sorted(broken)  # only the failed items again
@@ -217,7 +217,7 @@ def test_exhausted_retries_are_recorded_then_resumed(tmp_path: Path) -> None:
 
 def test_client_errors_are_not_retried(tmp_path: Path) -> None:
     with FakeAPI(lambda call, i: openai_error(400, "max_completion_tokens is too large")) as api:
-        rc = run(tmp_path, "--backend", "vllm", "--base-url", api.base + "/v1", "--model", "m")
+        rc = run(tmp_path, "--backend", "vllm", "--endpoint", api.base + "/v1", "--endpoint-model", "m")
     assert rc == 3  # every item failed: an incomplete run
     assert len(api.fake_calls) == len(ITEMS)
     assert "authorization" not in api.fake_calls[0].headers  # vllm: no key unless given
@@ -240,7 +240,7 @@ def test_repeated_samples_and_strict_parse(tmp_path: Path) -> None:
         return Answer(chat_reply(f"I think {CORRECT[iid]}" if k == 1 else f"\\boxed{{{CORRECT[iid]}}}"))
 
     with FakeAPI(responder) as api:
-        rc = run(tmp_path, "--backend", "vllm", "--base-url", api.base + "/v1", "--model", "m", "--n", "3",
+        rc = run(tmp_path, "--backend", "vllm", "--endpoint", api.base + "/v1", "--endpoint-model", "m", "--n", "3",
                  "--strict-parse", "--concurrency", "1")
     assert rc == 0
     assert len(api.fake_calls) == 3 * len(ITEMS)
@@ -259,15 +259,15 @@ def test_repeated_samples_and_strict_parse(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--backend", "azure", "--model", "m", "--api-key", "k"], "needs --endpoint"),
-    (["--backend", "vllm", "--model", "m"], "needs --base-url"),
-    (["--backend", "anthropic", "--model", "m"], "ANTHROPIC_API_KEY"),
-    (["--backend", "vllm", "--model", "m", "--base-url", "http://x/v1", "--thinking-budget", "10"],
+    (["--backend", "azure", "--endpoint-model", "m", "--api-key", "k"], "needs --endpoint"),
+    (["--backend", "vllm", "--endpoint-model", "m"], "needs --endpoint"),
+    (["--backend", "anthropic", "--endpoint-model", "m"], "ANTHROPIC_API_KEY"),
+    (["--backend", "vllm", "--endpoint-model", "m", "--endpoint", "http://x/v1", "--thinking-budget", "10"],
      "applies to --backend anthropic"),
-    (["--backend", "anthropic", "--model", "m", "--api-key", "k", "--thinking-budget", "9000"],
+    (["--backend", "anthropic", "--endpoint-model", "m", "--api-key", "k", "--thinking-budget", "9000"],
      "below --max-tokens"),
-    (["--backend", "vllm", "--model", "m", "--base-url", "localhost:8000"], "http://"),
-    (["--backend", "vllm", "--model", "m", "--base-url", "http://x/v1", "--n", "0"], "--n must be >= 1"),
+    (["--backend", "vllm", "--endpoint-model", "m", "--endpoint", "localhost:8000"], "http://"),
+    (["--backend", "vllm", "--endpoint-model", "m", "--endpoint", "http://x/v1", "--n", "0"], "--n must be >= 1"),
 ])
 def test_bad_arguments_exit_2_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture, args: list[str], needle: str) -> None:
@@ -276,15 +276,26 @@ def test_bad_arguments_exit_2_with_the_fix(tmp_path: Path, monkeypatch: pytest.M
     assert needle in capsys.readouterr().err
 
 
+def test_old_spellings_still_work_with_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--model, --base-url and --api-key: deprecated for one release, still honoured."""
+    with FakeAPI(lambda call, i: Answer(chat_reply(f"\\boxed{{{CORRECT[item_of(call)]}}}"))) as api:
+        rc = run(tmp_path, "--backend", "openai", "--base-url", api.base + "/v1", "--model", "old", "--api-key", "k")
+        assert api.fake_calls[0].headers["authorization"] == "Bearer k"
+    err = capsys.readouterr().err
+    assert rc == 0 and results(tmp_path, "old")["overall"]["accuracy"] == 1.0
+    for old, new in (("--model", "--endpoint-model"), ("--base-url", "--endpoint"), ("--api-key", "--endpoint-api-key-env")):
+        assert f"warning: {old} is deprecated" in err and f"use {new}" in err
+
+
 def test_missing_month_and_resume_mismatch(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    base = ["--backend", "vllm", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+    base = ["--backend", "vllm", "--endpoint-model", "m", "--endpoint", "http://127.0.0.1:9/v1"]
     assert main(["bench", "mcq", "--month", "199001", "--data-dir", str(DATA), "--results-dir", str(tmp_path),
                  *base]) == 1
     assert "199001/hard/qaEval_199001_ge5_hard.json" in capsys.readouterr().err
     with FakeAPI(lambda call, i: Answer(chat_reply("\\boxed{A}"))) as api:
-        assert run(tmp_path, "--backend", "vllm", "--model", "m", "--base-url", api.base + "/v1") == 0
+        assert run(tmp_path, "--backend", "vllm", "--endpoint-model", "m", "--endpoint", api.base + "/v1") == 0
         n_calls = len(api.fake_calls)
-        assert run(tmp_path, "--backend", "vllm", "--model", "m", "--base-url", api.base + "/v1", "--resume",
+        assert run(tmp_path, "--backend", "vllm", "--endpoint-model", "m", "--endpoint", api.base + "/v1", "--resume",
                    "--seed", "7") == 1
         assert len(api.fake_calls) == n_calls  # refused before any request
     assert "seed=42" in capsys.readouterr().err

@@ -30,7 +30,7 @@ def item_of(call: Call) -> str:
 
 
 def cli_args(url: str, results: Path) -> list[str]:
-    return ["bench", "mcq", "--month", MONTH, "--backend", "vllm", "--model", "m", "--base-url", url,
+    return ["bench", "mcq", "--month", MONTH, "--backend", "vllm", "--endpoint-model", "m", "--endpoint", url,
             "--data-dir", str(DATA), "--results-dir", str(results), "--concurrency", "2"]
 
 

@@ -45,8 +45,8 @@ def check_file(doc: dict, max_tokens: int) -> None:
 
 
 def test_vllm_chat_end_to_end_and_resume(vllm_server, tmp_path: Path) -> None:
-    args = ["bench", "mcq", "--month", MONTH, "--backend", "vllm", "--base-url", vllm_server.url,
-            "--model", vllm_server.model_name, "--data-dir", str(DATA), "--results-dir", str(tmp_path),
+    args = ["bench", "mcq", "--month", MONTH, "--backend", "vllm", "--endpoint", vllm_server.url,
+            "--endpoint-model", vllm_server.model_name, "--data-dir", str(DATA), "--results-dir", str(tmp_path),
             "--max-tokens", "32", "--concurrency", "4"]
     assert main(args) == 0
     path = tmp_path / MONTH / f"accuracy_test_tiny_{MONTH}_default.json"
@@ -65,10 +65,10 @@ def test_vllm_chat_end_to_end_and_resume(vllm_server, tmp_path: Path) -> None:
 
 
 def test_vllm_responses_api_and_messages_endpoint(vllm_server, tmp_path: Path) -> None:
-    common = ["bench", "mcq", "--month", MONTH, "--model", vllm_server.model_name, "--data-dir", str(DATA),
+    common = ["bench", "mcq", "--month", MONTH, "--endpoint-model", vllm_server.model_name, "--data-dir", str(DATA),
               "--results-dir", str(tmp_path), "--max-tokens", "16", "--concurrency", "6"]
-    assert main([*common, "--backend", "vllm", "--base-url", vllm_server.url, "--use-responses-api"]) == 0
+    assert main([*common, "--backend", "vllm", "--endpoint", vllm_server.url, "--use-responses-api"]) == 0
     check_file(read_results(tmp_path / MONTH / f"accuracy_test_tiny_{MONTH}_default.json"), 16)
     host = vllm_server.url.removesuffix("/v1")
-    assert main([*common, "--backend", "anthropic", "--base-url", host, "--api-key", "unused", "--add-sketch"]) == 0
+    assert main([*common, "--backend", "anthropic", "--endpoint", host, "--api-key", "unused", "--add-sketch"]) == 0
     check_file(read_results(tmp_path / MONTH / f"accuracy_test_tiny_{MONTH}_default_sketch.json"), 16)

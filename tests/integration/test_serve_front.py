@@ -32,7 +32,7 @@ class Front(ServiceProcess):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", vllm_url, "--endpoint-model", "tiny",
-               "--port", str(self.port), "--api-key-env", KEY_ENV, "--max-tokens", "256", "--log-level", "warning",
+               "--port", str(self.port), "--require-api-key-env", KEY_ENV, "--max-tokens", "256", "--log-level", "warning",
                *extra]
         super().__init__(cmd, self.url + "/health", log, env={KEY_ENV: KEY})
         try:
@@ -113,7 +113,7 @@ def test_cli_against_vllm_and_service(front: Front, vllm_server, capsys: pytest.
     assert main(["verify", "--endpoint", vllm_server.url, "--endpoint-model", "tiny", *common]) == 0
     assert "decision: reject (unanimous, 4 passes)" in capsys.readouterr().out
     monkeypatch.setenv(KEY_ENV, KEY)
-    assert main(["verify", "--endpoint", front.url, "--api-key-env", KEY_ENV, *common]) == 0
+    assert main(["verify", "--endpoint", front.url, "--endpoint-api-key-env", KEY_ENV, *common]) == 0
     assert "decision: reject (unanimous, 4 passes)" in capsys.readouterr().out
     assert main(["verify", "--endpoint", front.url, *common]) == 1  # no key: a clear error, non-zero
     assert "401" in capsys.readouterr().err

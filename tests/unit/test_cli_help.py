@@ -39,5 +39,5 @@ def test_defaults_shown_once_and_only_when_meaningful(path: str, parser: argpars
 def test_a_real_default_is_still_shown() -> None:
     helps = dict(ALL)["proofcheck score prover"].format_help()
     assert re.search(r"--passes PASSES\s+verifier passes per proof \(default: 8\)", helps)
-    assert re.search(r"--endpoint-model ENDPOINT_MODEL\s+model name at an OpenAI-compatible --endpoint\s+"
-                     r"\(default: its first model\)\n", helps)
+    assert re.search(r"--endpoint-model NAME\s+the model's name at --endpoint, as that server serves\s+"
+                     r"it \(default: its first model\)\n", helps)

@@ -124,7 +124,7 @@ def test_judge_modes_without_a_judge_fail_clearly(samples_checked: Path, tmp_pat
     outputs = write_outputs(tmp_path / "o.jsonl", OUTPUTS[:1])
     rc = main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(tmp_path / "g"),
                *extra])
-    assert rc == 1 and message in capsys.readouterr().err
+    assert rc == 2 and message in capsys.readouterr().err  # a usage error, found before any work
     assert not (tmp_path / "g").exists()
 
 
@@ -199,7 +199,7 @@ def test_unparsable_judge_answers_are_grader_failures_not_endpoint_errors(sample
     assert rc == 3 and s["grader_failures"] == 10 and s["errored_passes"] == 0 and s["complete"] is False
 
 
-@pytest.mark.parametrize(("status", "fix"), [(401, "--api-key-env"), (404, "served model name")])
+@pytest.mark.parametrize(("status", "fix"), [(401, "--judge-api-key-env"), (404, "served model name")])
 def test_refused_judge_stops_at_once_with_the_fix(samples_checked: Path, tmp_path: Path, status: int, fix: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     outputs = write_outputs(tmp_path / "o.jsonl", OUTPUTS)

@@ -1,4 +1,4 @@
-"""The layering rules of CONTRIBUTING.md / SPEC section 1, enforced on the source.
+"""The layering rules of CONTRIBUTING.md, enforced on the source.
 
 - core (`proofcheck/`, except the CLI and the demo, which wire the layers together, and the
   `proofcheck/models/` layer) imports nothing from `reward/ train/ serve/ data/ bench/` or

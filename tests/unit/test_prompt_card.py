@@ -65,5 +65,5 @@ def test_score_verifier_warns_on_a_mismatch(tmp_path: Path, trained_with: bool, 
     proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", "score", "verifier", "--data", "d.jsonl",
                            "--model", str(model), "--out", str(tmp_path / "run"), "--concurrency", "0", *flag],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1 and "--concurrency must be >= 1" in proc.stderr
+    assert proc.returncode == 2 and "--concurrency must be >= 1" in proc.stderr
     assert ("warning:" in proc.stderr and "evaluated with" in proc.stderr) is warned, proc.stderr

@@ -93,7 +93,7 @@ def test_persistent_fault_gives_error_passes(reply: Reply, calls: int, message: 
     assert len(srv.calls) == calls
 
 
-@pytest.mark.parametrize("status, fix", [(401, "--api-key-env"), (403, "--api-key-env"), (404, "served model name")])
+@pytest.mark.parametrize("status, fix", [(401, "--endpoint-api-key-env"), (403, "--endpoint-api-key-env"), (404, "served model name")])
 def test_wrong_key_or_model_stops_at_once_with_the_fix(status: int, fix: str) -> None:
     from proofcheck.http_errors import EndpointStop
 
