@@ -79,6 +79,9 @@ class DemoConfig:
     budget_s: float = 1200.0      # the whole demo's wall clock; SFT and GRPO steps are sized to fit it
     score_reserve_s: float = 240.0   # kept for serving + scoring (AVX2 fp32 host: measured in the closing note)
     sft_share: float = 0.35       # of the training time left after the reserve; GRPO gets the rest
+    families: str | None = None   # proof families (proofcheck.data.families): None = arithmetic chains only,
+                                  # "all" or "linear,parity,..."
+    exclude_family: str | None = None   # left out of SFT and GRPO only: the held-out and dev sets keep it
 
     @classmethod
     def quick(cls, **kw: Any) -> DemoConfig:
@@ -158,7 +161,7 @@ def _build_model(cfg: DemoConfig) -> Path:
 
 def _build_curriculum(cfg: DemoConfig) -> Path:
     """Write the four task sets as JSONL and the GRPO DatasetDict (train = grpo set, eval = held-out)."""
-    from proofcheck.data.synth import disjoint_splits
+    from proofcheck.data.synth import count_kinds, disjoint_splits
     from proofcheck.io import write_json_atomic
 
     out = cfg.workdir / "data"
@@ -171,23 +174,33 @@ def _build_curriculum(cfg: DemoConfig) -> Path:
     from proofcheck.schemas import AnnotatedProof
 
     sizes = {"sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks, "dev": cfg.dev_tasks, "eval": cfg.eval_tasks}
-    sets = disjoint_splits(sizes, seed=cfg.seed)
+    if cfg.families or cfg.exclude_family:
+        # held-out sets first: a set never depends on the ones after it, so eval and dev are the same
+        # tasks whichever family the training sets leave out
+        sizes = {k: sizes[k] for k in ("eval", "dev", "sft", "grpo")}
+        families = "all" if cfg.families in (None, "all") else cfg.families.split(",")
+        left_out = cfg.exclude_family.split(",") if cfg.exclude_family else []
+        sets = disjoint_splits(sizes, seed=cfg.seed, families=families,
+                               exclude={"sft": left_out, "grpo": left_out})
+    else:
+        sets = disjoint_splits(sizes, seed=cfg.seed)
     out.mkdir(parents=True, exist_ok=True)
     for name, tasks in sets.items():
         (out / f"{name}.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks), encoding="utf-8")
     dd = datasets.DatasetDict({split: annotated_to_dataset([AnnotatedProof.model_validate(t) for t in sets[name]])
                                for split, name in (("train", "grpo"), ("eval", "eval"))})
     dd.save_to_disk(str(out / "dataset"))
-    kinds = {name: {k: sum(t["annotation"]["remark"] == f"synthetic:{k}" for t in tasks)
-                    for k in ("valid", "arithmetic", "miscopy", "conclusion")} for name, tasks in sets.items()}
-    write_json_atomic(card, {"sizes": sizes, "kinds": kinds, "seed": cfg.seed})
+    kinds = {name: count_kinds(tasks) for name, tasks in sets.items()}
+    write_json_atomic(card, {"sizes": sizes, "kinds": kinds, "seed": cfg.seed, "families": cfg.families,
+                             "exclude_family": cfg.exclude_family})
     return out
 
 
 def _show_curriculum(data: Path) -> None:
     card = json.loads((data / "card.json").read_text())
-    for name, kinds in card["kinds"].items():
-        console.print(f"  {name:5s} {card['sizes'][name]:4d} tasks: " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
+    for name, by_family in card["kinds"].items():
+        parts = [f"{fam}: " + ", ".join(f"{k} {n}" for k, n in kinds.items()) for fam, kinds in by_family.items()]
+        console.print(f"  {name:5s} {card['sizes'][name]:4d} tasks: " + "; ".join(parts))
 
 
 def _sft(cfg: DemoConfig, base: Path, data: Path, budget_s: float, env: dict[str, str]) -> Path:
@@ -257,7 +270,7 @@ def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dic
         out = {k: m.get(k) for k in LEARNING_KEYS}
         out.update({f"{k}_se": m.get(f"{k}_se") for k in LEARNING_KEYS})
         out.update(n_tasks=m["n_proofs"], passes=cfg.eval_passes, step=m["step"], seconds=m.get("seconds"),
-                   generation=m.get("generation"))
+                   generation=m.get("generation"), by_family=m.get("by_family"))
         return out
 
     return {"before_grpo": pick(first), "after_grpo": pick(last)}
@@ -283,6 +296,25 @@ def _learning_table(evals: dict[str, dict[str, Any]], n_tasks: int, dtype: str) 
         t.add_row(_SHORT[k], cell(b, k), cell(a, k), delta)
     console.print(t)
     console.print(learning_verdict(b, a))
+
+
+def _family_table(evals: dict[str, dict[str, Any]]) -> None:
+    """Held-out numbers per proof family, before and after GRPO (only when the set has several)."""
+    before, after = evals["before_grpo"].get("by_family") or {}, evals["after_grpo"].get("by_family") or {}
+    if len(after) < 2:
+        return
+    t = Table(title="Held-out tasks by proof family (rough Balanced F1 before -> after GRPO; after: TPR, TNR, valid)")
+    for col in ("family", "n", "Bal-F1", "TPR", "TNR", "valid"):
+        t.add_column(col, justify="left" if col == "family" else "right")
+
+    def num(x: Any) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    for fam, m in after.items():
+        b = before.get(fam, {})
+        t.add_row(fam, str(m["n_proofs"]), f"{num(b.get('rough_bal_f1'))} -> {num(m['rough_bal_f1'])}",
+                  num(m["rough_tpr"]), num(m["rough_tnr"]), num(m["valid_rate"]))
+    console.print(t)
 
 
 TARGET = {"rough_bal_f1": 0.8, "rough_tnr": 0.6, "gain": 0.15}
@@ -455,6 +487,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     plan.grpo_done(grpo, grpo_budget)
     evals = before_after(grpo, cfg)
     _learning_table(evals, cfg.eval_tasks, choice.short)
+    _family_table(evals)
     _step_split_table(grpo.get("step_split_s"))
     trained = Path(grpo["saved"]["merged"])
     scores = run_stage("serve the trained verifier and score the shipped data",

@@ -31,6 +31,10 @@ def register(sub: Any) -> None:
                    "variable, else auto: bf16 only on CPUs that run it natively (avx512_bf16 / AMX), fp32 otherwise")
     p.add_argument("--budget-min", type=float, default=20.0, help="wall-clock budget in minutes: the SFT and GRPO "
                    "step counts are sized from their first steps to fit it (--sft-steps / --grpo-steps are the most)")
+    p.add_argument("--families", help="proof families of the curriculum: `all` or a comma list (chain, prose, "
+                   "linear, expand, parity, inequality; `proofcheck data synth --help`). Default: arithmetic chains only")
+    p.add_argument("--exclude-family", help="leave these families (comma list) out of SFT and GRPO only: the "
+                   "held-out set keeps them, so the per-family table measures transfer to an unseen family")
     for flag, name in SIZES.items():
         p.add_argument(flag, type=int, dest=name, help=f"override the mode's {name.replace('_', ' ')}")
     p.set_defaults(handler=_demo)
@@ -47,7 +51,8 @@ def _demo(args: argparse.Namespace) -> int:
     make = DemoConfig.quick if args.quick else DemoConfig
     if args.budget_min <= 0:
         return fail(f"--budget-min={args.budget_min}: give a positive number of minutes, e.g. 20")
-    cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=args.budget_min * 60, **sizes)
+    cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=args.budget_min * 60,
+               families=args.families, exclude_family=args.exclude_family, **sizes)
     try:
         run_demo(cfg)
     except StageFailed as e:
