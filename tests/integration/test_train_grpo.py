@@ -209,6 +209,24 @@ def test_vllm_server_mode_generates_verifier_prompts(tiny_model: Path, tmp_path:
         assert len(out["completion_ids"]) == 12
         assert all(1 <= len(c) <= 16 for c in out["completion_ids"])
         assert len(out["logprobs"]) == 12  # what GRPO's importance sampling uses
+        # the held-out evaluation in server mode sends its token-id prompts with a seed through the same
+        # client (main process; here the only one): the server accepts the request and returns k passes each
+        from types import SimpleNamespace
+
+        from transformers import AutoTokenizer
+
+        from proofcheck.train.callbacks import VerifierEvalCallback
+
+        trainer = SimpleNamespace(
+            args=SimpleNamespace(use_vllm=True, vllm_mode="server"), state=SimpleNamespace(global_step=0),
+            _last_loaded_step=0, vllm_generation=SimpleNamespace(vllm_client=client),
+            processing_class=AutoTokenizer.from_pretrained(tiny_model), chat_template_kwargs={},
+            model=SimpleNamespace(training=False, eval=lambda: None, generation_config=None),
+            accelerator=SimpleNamespace(process_index=0, num_processes=1), log=lambda logs: None)
+        cb = VerifierEvalCallback(trainer, rows, passes=4, max_new_tokens=8, seed=3)
+        entry = cb.evaluate(0)
+        assert entry["generation"] == "vllm-server" and entry["n_proofs"] == 3 and entry["n_passes"] == 12
+        assert [len(r["trials"]) for r in cb.last_results] == [4, 4, 4]
     finally:
         proc.terminate()
         try:
