@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,9 @@ class ProofcheckScriptArguments:
     judge_endpoint: str | None = field(default=None, metadata=_help(
         "OpenAI-compatible base URL of the judge (e.g. a vLLM server, http://host:8001/v1)."))
     judge_model: str | None = field(default=None, metadata=_help("Model name the judge endpoint serves."))
+    judge_api_key_env: str | None = field(default=None, metadata=_help(
+        "Environment variable holding the API key sent to judge_endpoint (as `--judge-api-key-env` in "
+        "`proofcheck grade` / `score verifier`); must be set when named."))
 
     # --- model ------------------------------------------------------------------------------
     model_build: str | None = field(default=None, metadata=_help(
@@ -177,6 +181,9 @@ class ProofcheckScriptArguments:
         elif self.reward_mode != "structural" and not (self.judge_endpoint and self.judge_model):
             errs.append(f"reward_mode={self.reward_mode!r} needs a judge: set judge_endpoint (an OpenAI-compatible "
                         "base URL) and judge_model, or use reward_mode: structural")
+        if self.judge_api_key_env and not os.environ.get(self.judge_api_key_env):
+            errs.append(f"judge_api_key_env={self.judge_api_key_env!r}: the variable is not set (or empty); export "
+                        f"{self.judge_api_key_env}=<key> first, or drop judge_api_key_env for a judge without a key")
         if self.reward_mode == "structural" and (self.judge_endpoint or self.judge_model):
             errs.append("judge_endpoint/judge_model are set but reward_mode is structural: set reward_mode: hybrid "
                         "(or judge), or remove the judge settings")
@@ -191,6 +198,8 @@ class ProofcheckScriptArguments:
         kw: dict[str, Any] = {"mode": self.reward_mode, "scale": self.reward_scale}
         if self.reward_mode != "structural":
             kw.update(judge_endpoint=self.judge_endpoint, judge_model=self.judge_model)
+            if self.judge_api_key_env:
+                kw["api_key_env"] = self.judge_api_key_env
         return kw
 
 

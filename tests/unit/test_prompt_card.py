@@ -67,3 +67,21 @@ def test_score_verifier_warns_on_a_mismatch(tmp_path: Path, trained_with: bool, 
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--concurrency must be >= 1" in proc.stderr
     assert ("warning:" in proc.stderr and "evaluated with" in proc.stderr) is warned, proc.stderr
+
+
+@pytest.mark.parametrize(("env", "error"), [({"PC_JUDGE_KEY": "k"}, None), ({}, "judge_api_key_env='PC_JUDGE_KEY'")])
+def test_training_names_the_judge_key_like_the_cli(monkeypatch: pytest.MonkeyPatch, env: dict, error: str | None
+                                                   ) -> None:
+    """Training's judge key is an environment variable named in the recipe, as --judge-api-key-env."""
+    from proofcheck.train.config import ConfigError
+
+    monkeypatch.delenv("PC_JUDGE_KEY", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    kw = dict(synthetic_count=1, reward_mode="hybrid", judge_endpoint="http://127.0.0.1:9/v1", judge_model="j",
+              judge_api_key_env="PC_JUDGE_KEY")
+    if error is None:
+        assert ProofcheckScriptArguments(**kw).reward_kwargs("meta_verifier")["api_key_env"] == "PC_JUDGE_KEY"
+    else:
+        with pytest.raises(ConfigError, match=error):
+            ProofcheckScriptArguments(**kw)
