@@ -40,7 +40,8 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora", metavar="NAME=PATH", help="serve a peft LoRA adapter on top of --model (vLLM "
                    "enable_lora); requests use it by default")
-    p.add_argument("--served-model-name", help="name of the base model in responses (default: the path)")
+    p.add_argument("--served-model-name", metavar="NAME", help="with --model: the name this service publishes for "
+                   "the weights it loads, in /health and responses (vLLM's flag; default: the path)")
     p.add_argument("--max-model-len", type=int, default=4096, help="vLLM max_model_len")
     p.add_argument("--tensor-parallel-size", type=int, help="vLLM tensor parallelism (GPUs per replica)")
     p.add_argument("--data-parallel-size", type=int, help="vLLM data parallelism (engine replicas)")

@@ -41,6 +41,7 @@ VOCABULARY = {
     "--endpoint-api-key-env": ("VAR", "environment variable holding the API key sent to --endpoint"),
     "--judge-api-key-env": ("VAR", "environment variable holding the API key sent to --judge-endpoint"),
     "--require-api-key-env": ("VAR", c.REQUIRE_KEY_HELP),
+    "--served-model-name": ("NAME", "with --model: the name this service publishes"),
     "--json": (None, c.JSON_HELP),
 }
 OLD_SPELLINGS = {"--api-key-env", "--api-key", "--base-url"}  # hidden, deprecated
