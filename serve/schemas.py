@@ -114,6 +114,8 @@ class Health(BaseModel):
     max_tokens: int
     in_flight: int
     max_queue: int
+    # the prompt the served model was trained on (its proofcheck_prompt.json), None when unknown
+    trained_with_reference: bool | None = None
 
 
 class ErrorDetail(BaseModel):

@@ -90,10 +90,16 @@ def build_service(cfg: ServeConfig) -> Any:
                                  served_name=cfg.served_model_name,
                                  chat_template_kwargs=cfg.chat_template_kwargs, **cfg.engine_args)
         kind, names, default = "in-process", engine.model_names(), engine.default_model
+    card = None
+    if cfg.model:  # the prompt the served weights were trained on: the adapter's card first (requests use it)
+        from proofcheck.prompt_card import read_prompt_card
+
+        card = (read_prompt_card(cfg.lora[1]) if cfg.lora else None) or read_prompt_card(cfg.model)
     verifier = Verifier(engine, passes=cfg.passes, rule=cfg.rule, temperature=cfg.temperature, constrain=cfg.constrain,
                         max_tokens=cfg.max_tokens, model=default)
     return VerificationService(verifier, engine_kind=kind, model_names=names, max_queue=cfg.max_queue,
-                               max_proof_chars=cfg.max_proof_chars, max_tokens=cfg.max_tokens)
+                               max_proof_chars=cfg.max_proof_chars, max_tokens=cfg.max_tokens,
+                               trained_with_reference=card["with_reference"] if card else None)
 
 
 class ServerThread:

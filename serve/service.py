@@ -60,7 +60,8 @@ class VerificationService:
     """Admission, limits and metrics in front of a `Verifier` (one per process)."""
 
     def __init__(self, verifier: Verifier, *, engine_kind: str, model_names: list[str], max_queue: int = 64,
-                 max_proof_chars: int = 100_000, max_tokens: int | None = None):
+                 max_proof_chars: int = 100_000, max_tokens: int | None = None,
+                 trained_with_reference: bool | None = None):
         if max_queue < 1:
             raise ValueError(f"max_queue must be >= 1, got {max_queue}")
         self.verifier = verifier
@@ -69,6 +70,7 @@ class VerificationService:
         self.max_queue = max_queue
         self.max_proof_chars = max_proof_chars
         self.max_tokens = max_tokens or verifier.max_tokens
+        self.trained_with_reference = trained_with_reference  # from the model's proofcheck_prompt.json
         self.metrics = ServiceMetrics()
         self.in_flight = 0
         self.draining = False
@@ -83,7 +85,7 @@ class VerificationService:
         return Health(status="draining" if self.draining else "ok", service=SERVICE_NAME, engine=self.engine_kind,
                       model=self.default_model, models=self.model_names, passes=self.verifier.passes,
                       rule=self.verifier.rule, max_tokens=self.max_tokens, in_flight=self.in_flight,
-                      max_queue=self.max_queue)
+                      max_queue=self.max_queue, trained_with_reference=self.trained_with_reference)
 
     # -- admission -------------------------------------------------------------------------
     def _admit(self, slots: int) -> None:

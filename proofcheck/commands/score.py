@@ -162,12 +162,29 @@ def _prover(args: argparse.Namespace) -> int:
     return _finish(summary)
 
 
+def _served_prompt_card(endpoint: str) -> dict | None:
+    """The served model's prompt setting from a proofcheck service's GET /health (None elsewhere)."""
+    import httpx
+
+    from proofcheck.serve.engines import endpoint_root
+
+    try:
+        health = httpx.get(endpoint_root(endpoint) + "/health", timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    flag = health.get("trained_with_reference") if isinstance(health, dict) else None
+    return {"with_reference": flag} if isinstance(flag, bool) else None
+
+
 def _warn_reference_mismatch(args: argparse.Namespace) -> None:
-    """Warn when a local model was trained with the other reference-solution setting (its prompt card)."""
+    """Warn when the model was trained with the other reference-solution setting: a local folder's prompt
+    card, or what a proofcheck service reports for the model it serves."""
     from proofcheck.prompt_card import read_prompt_card, reference_mismatch
 
-    if args.model and (msg := reference_mismatch(read_prompt_card(args.model), args.with_reference)):
-        print(f"warning: {args.model}: {msg}", file=sys.stderr)
+    where = args.model or args.endpoint
+    card = read_prompt_card(args.model) if args.model else _served_prompt_card(args.endpoint)
+    if msg := reference_mismatch(card, args.with_reference):
+        print(f"warning: {where}: {msg}", file=sys.stderr)
 
 
 def _verifier(args: argparse.Namespace) -> int:

@@ -85,3 +85,37 @@ def test_training_names_the_judge_key_like_the_cli(monkeypatch: pytest.MonkeyPat
     else:
         with pytest.raises(ConfigError, match=error):
             ProofcheckScriptArguments(**kw)
+
+
+@pytest.mark.parametrize(("served", "flag", "warned"), [(True, [], True), (True, ["--with-reference"], False),
+                                                        (None, [], False)])
+def test_score_verifier_reads_the_served_models_setting(tmp_path: Path, served: bool | None, flag: list[str],
+                                                        warned: bool) -> None:
+    """Against a proofcheck service, the setting comes from GET /health (the service reads the card)."""
+    from scripted_server import Reply, ScriptedServer
+
+    from proofcheck.serve.app import create_app
+    from proofcheck.serve.engines import RemoteEngine
+    from proofcheck.serve.server import ServerThread
+    from proofcheck.serve.service import VerificationService
+    from proofcheck.serve.verifier import Verifier
+
+    with ScriptedServer(lambda req, i: Reply("")) as upstream:
+        service = VerificationService(Verifier(RemoteEngine(upstream.url, "m"), model="m"), engine_kind="remote",
+                                      model_names=["m"], trained_with_reference=served)
+        with ServerThread(create_app(service)) as srv:
+            proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", "score", "verifier", "--data", "d.jsonl",
+                                   "--endpoint", srv.url, "--out", str(tmp_path / "run"), "--concurrency", "0", *flag],
+                                  capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert ("warning:" in proc.stderr and "trained with the reference" in proc.stderr) is warned, proc.stderr
+
+
+def test_health_has_the_field_and_the_card_its_content(tmp_path: Path) -> None:
+    """/health carries the setting; `proofcheck serve --model DIR` fills it from DIR's card (serve/server.py)."""
+    from proofcheck.serve.schemas import Health
+
+    assert "trained_with_reference" in Health.model_fields
+    write_prompt_card(tmp_path, True)
+    assert read_prompt_card(tmp_path) == {"with_reference": True, "prompt_sha256": None,
+                                          "written_by": "proofcheck train/grpo.py"}
