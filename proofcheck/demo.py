@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,8 @@ class DemoConfig:
     budget_s: float = 1200.0      # the whole demo's wall clock; SFT and GRPO steps are sized to fit it
     score_reserve_s: float = 240.0   # kept for serving + scoring (AVX2 fp32 host: measured in the closing note)
     sft_share: float = 0.35       # of the training time left after the reserve; GRPO gets the rest
+    ref_sft_step_s: float = 11.0  # the SFT step where the default sizes fit: avx512_bf16 host, 2 cores (196 s / 16
+                                  # steps with load and save); a slower first step scales evaluation and scoring down
     families: str | None = None   # proof families (proofcheck.data.families): None = arithmetic chains only,
                                   # "all" or "linear,parity,..."
     exclude_family: str | None = None   # left out of SFT and GRPO only: the held-out and dev sets keep it
@@ -420,6 +422,28 @@ class Plan:
         """SFT's share of the training time left after the scoring reserve."""
         return max(0.0, self.left() - self.cfg.score_reserve_s) * self.cfg.sft_share
 
+    def scale_work(self) -> None:
+        """Size the held-out evaluation and the scoring to this machine, from SFT's measured first step.
+
+        On a 2-core AVX2 CPU in fp32 the first step is ~3x the reference and vLLM decodes ~50 tok/s
+        for 128 verifier passes: 64 proofs x 4 passes took ~9 minutes per evaluation, twice, and
+        8-pass scoring of the shipped data as long again. The speed ratio r = reference / measured
+        (at most 1) shrinks the held-out proofs (even, at least 16: pairs stay balanced), and
+        below 0.7 the scoring passes (8 -> 4 -> 2) and repeats (2 -> 1)."""
+        cfg, sft = self.cfg, self.record.get("sft") or {}
+        first = sft.get("first_step_s") or cfg.ref_sft_step_s
+        r = min(1.0, cfg.ref_sft_step_s / first)
+        self.eval_tasks = max(min(16, cfg.eval_tasks), min(cfg.eval_tasks, 2 * round(cfg.eval_tasks * r / 2)))
+        self.passes = cfg.passes if r >= 0.7 else max(2, cfg.passes // (2 if r >= 0.4 else 4))
+        self.repeats = cfg.repeats if r >= 0.7 else 1
+        self.record.update(speed_ratio=round(r, 3), eval_tasks=self.eval_tasks, passes=self.passes,
+                           repeats=self.repeats)
+        if r < 1.0:
+            console.print(f"[bold]plan[/bold]: SFT's first step took {first:.0f} s ({cfg.ref_sft_step_s:.0f} s where "
+                          f"the default sizes fit): held-out evaluation on {self.eval_tasks} of {cfg.eval_tasks} "
+                          f"proofs x {cfg.eval_passes} passes; scoring with {self.passes} passes, {self.repeats} "
+                          "repeat(s)")
+
     def grpo_budget(self) -> float:
         """Everything left but the scoring reserve (the GRPO run stops its steps to fit)."""
         return max(0.0, self.left() - self.cfg.score_reserve_s)
@@ -480,6 +504,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     sft = run_stage(f"supervised warm-up (<= {cfg.sft_steps} steps in {sft_budget:.0f} s, {lora}, {choice.short})",
                     lambda: _sft(cfg, base, data, sft_budget, env), timings)
     plan.sft_done(sft)
+    plan.scale_work()
+    cfg = replace(cfg, eval_tasks=plan.eval_tasks, passes=plan.passes, repeats=plan.repeats)
     grpo_budget = plan.grpo_budget()
     grpo = run_stage(f"GRPO (<= {cfg.grpo_steps} steps in {grpo_budget:.0f} s, TRL + vLLM colocate, "
                      f"{choice.short}; held-out eval before and after)",

