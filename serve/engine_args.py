@@ -64,13 +64,11 @@ def engine_dtype() -> str | None:
     """The dtype our vLLM engines compute in: `proofcheck.precision`'s choice on vLLM's CPU build
     (vLLM-CPU would turn `auto` into bf16 on every x86 CPU, emulated where the CPU lacks it); on GPU
     builds vLLM's own `auto` unless `PROOFCHECK_DTYPE` asks for one."""
-    from proofcheck.precision import ENV_VAR, choose_dtype, normalise
+    from proofcheck.precision import choose_dtype
 
-    if on_cpu():
-        return choose_dtype(device="cpu").dtype
-    env = os.environ.get(ENV_VAR, "").strip()
-    wanted = normalise(env, ENV_VAR) if env else "auto"
-    return None if wanted == "auto" else wanted
+    cpu = on_cpu()
+    choice = choose_dtype(device="cpu" if cpu else "auto")
+    return choice.dtype if cpu or choice.source != "auto" else None
 
 
 def engine_kwargs(*, lora: tuple[str, str] | None = None, max_lora_rank: int | None = None,

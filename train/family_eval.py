@@ -25,11 +25,10 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from proofcheck.data.families import family_of
+from proofcheck.data.families import family_of, row_remark
 from proofcheck.metrics import ProofTrials, Trial, verifier_metrics
 
 KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "first_error_step_accuracy", "n_proofs",
@@ -41,14 +40,8 @@ def kind_of(row: dict[str, Any]) -> str | None:
     (`synthetic:<family>:<kind>` or `synthetic:<kind>`); None when unknown."""
     if row.get("kind"):
         return str(row["kind"])
-    ann = row.get("annotation")
-    if isinstance(ann, str):
-        try:
-            ann = json.loads(ann)
-        except ValueError:
-            return None
-    remark = ann.get("remark") if isinstance(ann, dict) else None
-    if family_of(row) is None or not isinstance(remark, str):
+    remark = row_remark(row)
+    if family_of(row) is None or remark is None:
         return None
     return remark.rsplit(":", 1)[1]
 

@@ -108,20 +108,27 @@ def family_of(row: dict[str, Any]) -> str | None:
     >>> family_of({"annotation": '{"remark": "synthetic:parity:case_missed"}'})
     'parity'
     """
-    import json
-
     if row.get("family"):
         return str(row["family"])
+    remark = row_remark(row)
+    parts = remark.split(":") if remark is not None else []
+    if len(parts) == 3 and parts[0] == "synthetic" and parts[1] in FAMILIES:
+        return parts[1]
+    if len(parts) == 2 and parts[0] == "synthetic" and parts[1] in FAMILIES["chain"].kinds:
+        return "chain"
+    return None
+
+
+def row_remark(row: dict[str, Any]) -> str | None:
+    """The annotation's `remark` of a task or dataset row (the annotation may be a JSON string, as
+    in the training dataset); None when there is none or the annotation does not parse."""
+    import json
+
     ann = row.get("annotation")
     if isinstance(ann, str):
         try:
             ann = json.loads(ann)
         except ValueError:
             return None
-    remark = (ann or {}).get("remark") if isinstance(ann, dict) else None
-    parts = remark.split(":") if isinstance(remark, str) else []
-    if len(parts) == 3 and parts[0] == "synthetic" and parts[1] in FAMILIES:
-        return parts[1]
-    if len(parts) == 2 and parts[0] == "synthetic" and parts[1] in FAMILIES["chain"].kinds:
-        return "chain"
-    return None
+    remark = ann.get("remark") if isinstance(ann, dict) else None
+    return remark if isinstance(remark, str) else None
