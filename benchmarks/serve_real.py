@@ -54,13 +54,15 @@ def engine_stage(model: str, n_proofs: int, max_tokens: int, repeats: int = 1) -
     wall time is the median of `repeats` runs with the same seeds, its tokens the last run's (bf16
     results depend a little on how requests are batched, so seeded runs can differ by a few tokens).
     The dtype is `proofcheck.precision`'s (bf16 on GPUs and CPUs with native bf16, fp32 elsewhere)."""
+    from serve_unanimity import model_style
     from vllm import LLM, SamplingParams
 
     from proofcheck.precision import choose_dtype
     from proofcheck.protocol import verifier_messages
     from proofcheck.serve.engine_args import engine_kwargs
 
-    convs = [verifier_messages(t["problem"], t["steps"]) for t in tasks_for(n_proofs)]
+    style = model_style(model)  # the style `proofcheck serve --model` reads from the same folder
+    convs = [verifier_messages(t["problem"], t["steps"], None, style) for t in tasks_for(n_proofs)]
     llm = LLM(model=model, seed=0, max_model_len=4096,
               **engine_kwargs(max_model_len=4096, dtype=choose_dtype(device="auto").dtype))
 
@@ -119,7 +121,7 @@ async def service_mode(url: str, tasks: list[dict], max_tokens: int, all_passes:
             "cancelled": sum(b["votes"]["cancelled"] for b in bodies)}
 
 
-async def naive_loop(vllm_url: str, tasks: list[dict], max_tokens: int) -> dict[str, Any]:
+async def naive_loop(vllm_url: str, tasks: list[dict], max_tokens: int, style: str = "full") -> dict[str, Any]:
     """(c): the reference scripts' way: one pass per (non-streamed) chat request, one proof at a time."""
     import httpx
 
@@ -130,7 +132,7 @@ async def naive_loop(vllm_url: str, tasks: list[dict], max_tokens: int) -> dict[
     async with httpx.AsyncClient(timeout=httpx.Timeout(3600)) as http:
         t0 = time.perf_counter()
         for j, t in enumerate(tasks):
-            msgs = verifier_messages(t["problem"], t["steps"])
+            msgs = verifier_messages(t["problem"], t["steps"], None, style)
             passes = []
             for i in range(PASSES):
                 r = await http.post(vllm_url + "/chat/completions", json={
@@ -212,24 +214,27 @@ def inprocess_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int
 def serve_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int, naive_proofs: int) -> dict[str, Any]:
     """(b)-(e) on one vLLM OpenAI server with `proofcheck serve --endpoint` in front of it; (c) and
     (e) call that server directly."""
-    from serve_unanimity import run_mode, start_vllm
+    from serve_unanimity import model_style, run_mode, start_vllm
 
     from proofcheck.precision import choose_dtype
     from proofcheck.process import ServiceProcess, free_port
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-serve-real-"))
     vllm, url = start_vllm(model, workdir, name=NAME, extra=["--dtype", choose_dtype(device="auto").dtype])
+    style = model_style(model)  # the service fronts vLLM's copy of the model: no card to read, so say it
     try:
         port = free_port()
         service = f"http://127.0.0.1:{port}"
         with ServiceProcess([sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", url, "--endpoint-model",
-                             NAME, "--port", str(port), "--max-queue", "256", "--max-tokens", str(max_tokens),
-                             "--log-level", "warning"], service + "/health", workdir / "serve.log"):
+                             NAME, "--prompt-style", style, "--port", str(port), "--max-queue", "256",
+                             "--max-tokens", str(max_tokens), "--log-level", "warning"],
+                            service + "/health", workdir / "serve.log"):
             return measure_service(
                 service, tasks, max_tokens, repeats,
-                naive=lambda: asyncio.run(naive_loop(url, tasks[:naive_proofs], max_tokens)),
+                naive=lambda: asyncio.run(naive_loop(url, tasks[:naive_proofs], max_tokens, style)),
                 split_wall=lambda split: asyncio.run(run_mode("b" if split else "a", url, tasks, max_tokens,
-                                                              len(tasks), name=NAME, reference=False))["wall"])
+                                                              len(tasks), name=NAME, reference=False,
+                                                              style=style))["wall"])
     finally:
         vllm.stop()
 

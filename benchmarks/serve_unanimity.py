@@ -55,17 +55,25 @@ def start_vllm(model: str, workdir: Path, name: str = "tiny", extra: list[str] |
     return vllm, f"http://127.0.0.1:{port}/v1"
 
 
+def model_style(model: str) -> str:
+    """The verifier prompt style `model` was trained with (its proofcheck_prompt.json; full without one)."""
+    from proofcheck.prompt_card import card_style, read_prompt_card
+
+    return card_style(read_prompt_card(model))
+
+
 async def run_mode(mode: str, url: str, tasks: list[dict], max_tokens: int, concurrency: int,
-                   name: str = "tiny", reference: bool = True) -> dict[str, Any]:
+                   name: str = "tiny", reference: bool = True, style: str = "full") -> dict[str, Any]:
     """Verify every task in `mode` (a | b | c) on the vLLM server's model `name`; wall time, tokens, decisions.
 
-    `reference=False` leaves the reference solution out of the prompt (as VerifierBench runs)."""
+    `reference=False` leaves the reference solution out of the prompt (as VerifierBench runs); `style`
+    is the prompt style (the model's, `model_style`)."""
     from proofcheck.protocol import verifier_messages
     from proofcheck.serve.engines import Generation, RemoteEngine
     from proofcheck.serve.verifier import Verifier, assemble
 
     engine = RemoteEngine(url, name)
-    verifier = Verifier(engine, passes=PASSES, max_tokens=max_tokens)
+    verifier = Verifier(engine, passes=PASSES, max_tokens=max_tokens, prompt_style=style)
     sem = asyncio.Semaphore(concurrency)
 
     async def one(j: int, t: dict) -> Any:
@@ -74,7 +82,7 @@ async def run_mode(mode: str, url: str, tasks: list[dict], max_tokens: int, conc
             ref = t["reference_solution"] if reference else None
             if mode == "b":
                 t0 = time.perf_counter()
-                msgs = verifier_messages(t["problem"], t["steps"], ref)
+                msgs = verifier_messages(t["problem"], t["steps"], ref, style)
                 gens = await asyncio.gather(*(engine.sample(msgs, 1, temperature=1.0, max_tokens=max_tokens,
                                                                    seed=seed + i) for i in range(PASSES)))
                 gen = Generation([g.passes[0] for g in gens], gens[0].prompt_tokens)
@@ -161,10 +169,13 @@ def main() -> int:
     vllm, url = start_vllm(model, workdir)
     front = None
     try:
-        modes = {m: asyncio.run(run_mode(m, url, tasks, max_tokens, args.concurrency)) for m in ("b", "a", "c")}
+        style = model_style(model)  # the front below serves vLLM's model: it has no card to read, so say it
+        modes = {m: asyncio.run(run_mode(m, url, tasks, max_tokens, args.concurrency, style=style))
+                 for m in ("b", "a", "c")}
         port = free_port()
         front = ServiceProcess([sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", url,
-                                "--endpoint-model", "tiny", "--port", str(port), "--max-queue", "64",
+                                "--endpoint-model", "tiny", "--prompt-style", style, "--port", str(port),
+                                "--max-queue", "64",
                                 "--max-tokens", str(max_tokens), "--log-level", "warning"],
                                f"http://127.0.0.1:{port}/health", workdir / "serve.log")
         front.wait_ready()

@@ -6,11 +6,19 @@ reverse) is evaluated off its training distribution. Training (`train/grpo.py`) 
 the same setting in `run_summary.json`; `proofcheck score verifier --model DIR` reads it and warns
 when its `--with-reference` differs.
 
+The card also records the prompt style (`proofcheck.protocol.PROMPT_STYLES`) the model was trained
+with; `serve`, `verify` and `score verifier` use it by default, and warn when an explicit
+`--prompt-style` differs. A card written before styles existed reads as "full".
+
 Example:
     >>> reference_mismatch({"with_reference": True}, False)
     'trained with the reference solution in its prompt, evaluated without it (add --with-reference to match)'
     >>> reference_mismatch({"with_reference": False}, False) is None
     True
+    >>> choose_style(None, {"with_reference": False, "prompt_style": "compact"})
+    ('compact', None)
+    >>> choose_style("full", {"with_reference": False, "prompt_style": "compact"})[1]
+    'trained with the compact prompt style, run with full (drop --prompt-style to match)'
 """
 
 from __future__ import annotations
@@ -22,13 +30,19 @@ from typing import Any
 CARD_FILE = "proofcheck_prompt.json"
 
 
-def write_prompt_card(model_dir: str | Path, with_reference: bool, prompt_sha256: str | None = None) -> Path:
-    """Write the card into `model_dir` (atomically); returns its path."""
-    from proofcheck.io import write_json_atomic
+DEFAULT_STYLE = "full"  # what a card without `prompt_style` (written before styles existed) means
 
+
+def write_prompt_card(model_dir: str | Path, with_reference: bool, prompt_sha256: str | None = None,
+                      prompt_style: str = DEFAULT_STYLE, written_by: str = "proofcheck train/grpo.py") -> Path:
+    """Write the card into `model_dir` (atomically); returns its path. An unknown style is a ValueError."""
+    from proofcheck.io import write_json_atomic
+    from proofcheck.protocol import style_texts
+
+    style_texts(prompt_style)  # raises on an unknown style, naming the choices
     path = Path(model_dir) / CARD_FILE
     write_json_atomic(path, {"with_reference": bool(with_reference), "prompt_sha256": prompt_sha256,
-                             "written_by": "proofcheck train/grpo.py"})
+                             "prompt_style": prompt_style, "written_by": written_by})
     return path
 
 
@@ -41,12 +55,45 @@ def read_prompt_card(model_dir: str | Path) -> dict[str, Any] | None:
         card = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         return None
-    return card if isinstance(card, dict) and isinstance(card.get("with_reference"), bool) else None
+    if not isinstance(card, dict) or not isinstance(card.get("with_reference"), bool):
+        return None
+    card.setdefault("prompt_style", DEFAULT_STYLE)  # written before styles existed
+    return card
+
+
+def card_style(card: dict[str, Any] | None) -> str:
+    """The prompt style a card records: "full" for no card or a card written before styles existed.
+
+    A style this version cannot render is a ValueError (never guessed), with the way out.
+    """
+    from proofcheck.protocol import PROMPT_STYLES
+
+    style = card.get("prompt_style", DEFAULT_STYLE) if card else DEFAULT_STYLE
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"{CARD_FILE}: prompt_style {style!r} is not one of {', '.join(PROMPT_STYLES)} "
+                         "(written by another proofcheck version?); pass --prompt-style to choose one")
+    return str(style)
+
+
+def choose_style(flag: str | None, card: dict[str, Any] | None) -> tuple[str, str | None]:
+    """(style to use, warning or None): an explicit `--prompt-style` wins, else the card's, else "full".
+
+    The warning says when the explicit flag differs from what the model was trained with.
+    """
+    if flag is None:
+        return card_style(card), None
+    from proofcheck.protocol import style_texts
+
+    style_texts(flag)  # an unknown style: ValueError naming the choices
+    trained = card.get("prompt_style", DEFAULT_STYLE) if card else None
+    if trained is None or flag == trained:
+        return flag, None
+    return flag, f"trained with the {trained} prompt style, run with {flag} (drop --prompt-style to match)"
 
 
 def reference_mismatch(card: dict[str, Any] | None, with_reference: bool) -> str | None:
     """A warning when the card's training setting differs from this evaluation's, else None."""
-    if card is None or card["with_reference"] == with_reference:
+    if card is None or card.get("with_reference") in (None, with_reference):  # None: a service that does not know
         return None
     if card["with_reference"]:
         return ("trained with the reference solution in its prompt, evaluated without it "

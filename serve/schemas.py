@@ -116,6 +116,9 @@ class Health(BaseModel):
     max_queue: int
     # the prompt the served model was trained on (its proofcheck_prompt.json), None when unknown
     trained_with_reference: bool | None = None
+    # the verifier prompt style this service renders (proofcheck.protocol.PROMPT_STYLES): by default the
+    # one in the model's proofcheck_prompt.json, else full; `proofcheck serve --prompt-style` overrides it
+    prompt_style: str = "full"
 
 
 class ErrorDetail(BaseModel):

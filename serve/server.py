@@ -62,6 +62,7 @@ class ServeConfig:
     log_level: str = "info"
     constrain: str | None = None  # structured outputs on every pass (--constrain-format): "steps" or verdicts
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"enable_thinking": true}
+    prompt_style: str | None = None  # --prompt-style; None = the model's proofcheck_prompt.json, else full
 
     def __post_init__(self) -> None:
         if (self.model is None) == (self.endpoint is None):
@@ -69,6 +70,18 @@ class ServeConfig:
         if self.endpoint is not None and (self.lora or self.engine_args):
             raise ValueError("--lora and engine arguments apply to an in-process engine; with --endpoint, start "
                              "the vLLM server with --enable-lora --lora-modules NAME=PATH and pass --endpoint-model")
+
+
+def served_style(cfg: ServeConfig, card: dict[str, Any] | None) -> str:
+    """The prompt style the service renders: --prompt-style, else the card's, else full (warns on a mismatch)."""
+    import sys
+
+    from proofcheck.prompt_card import choose_style
+
+    style, warning = choose_style(cfg.prompt_style, card)
+    if warning:
+        print(f"warning: {(cfg.lora[1] if cfg.lora else None) or cfg.model}: {warning}", file=sys.stderr)
+    return style
 
 
 def build_service(cfg: ServeConfig) -> Any:
@@ -95,8 +108,9 @@ def build_service(cfg: ServeConfig) -> Any:
         from proofcheck.prompt_card import read_prompt_card
 
         card = (read_prompt_card(cfg.lora[1]) if cfg.lora else None) or read_prompt_card(cfg.model)
+    style = served_style(cfg, card)
     verifier = Verifier(engine, passes=cfg.passes, rule=cfg.rule, temperature=cfg.temperature, constrain=cfg.constrain,
-                        max_tokens=cfg.max_tokens, model=default)
+                        max_tokens=cfg.max_tokens, model=default, prompt_style=style)
     return VerificationService(verifier, engine_kind=kind, model_names=names, max_queue=cfg.max_queue,
                                max_proof_chars=cfg.max_proof_chars, max_tokens=cfg.max_tokens,
                                trained_with_reference=card["with_reference"] if card else None)

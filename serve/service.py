@@ -85,7 +85,8 @@ class VerificationService:
         return Health(status="draining" if self.draining else "ok", service=SERVICE_NAME, engine=self.engine_kind,
                       model=self.default_model, models=self.model_names, passes=self.verifier.passes,
                       rule=self.verifier.rule, max_tokens=self.max_tokens, in_flight=self.in_flight,
-                      max_queue=self.max_queue, trained_with_reference=self.trained_with_reference)
+                      max_queue=self.max_queue, trained_with_reference=self.trained_with_reference,
+                      prompt_style=getattr(self.verifier, "prompt_style", "full"))
 
     # -- admission -------------------------------------------------------------------------
     def _admit(self, slots: int) -> None:

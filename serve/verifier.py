@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from proofcheck.decision import RULES, is_decided
-from proofcheck.protocol import answer_regex, template_messages, verifier_messages
+from proofcheck.protocol import answer_regex, style_texts, template_messages, verifier_messages
 from proofcheck.serve.engines import (
     Generation,
     PassEngine,
@@ -79,8 +79,10 @@ class Verifier:
 
     def __init__(self, engine: PassEngine, *, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
                  temperature: float = 1.0, max_tokens: int = 1024, model: str | None = None,
-                 prompt_template: str | None = None, constrain: str | None = None):
+                 prompt_template: str | None = None, constrain: str | None = None, prompt_style: str = "full"):
         check_request(["x"], passes, rule)
+        style_texts(prompt_style)  # an unknown style: ValueError naming the choices
+        self.prompt_style = prompt_style  # proofcheck.protocol.PROMPT_STYLES: the one the model was trained with
         # vLLM structured outputs on every pass: "steps" = any verdict valid for the proof, or a
         # regex of the verdicts allowed ("-1" forces accept); None = free generation
         self.constrain = constrain
@@ -101,7 +103,7 @@ class Verifier:
         check_request(steps, k, rule)
         t0 = time.perf_counter()
         messages = (template_messages(self.prompt_template, problem, steps, reference) if self.prompt_template
-                    else verifier_messages(problem, steps, reference))
+                    else verifier_messages(problem, steps, reference, self.prompt_style))
         regex = None
         if self.constrain is not None:
             regex = answer_regex(len(steps), None if self.constrain == "steps" else self.constrain)
@@ -158,19 +160,25 @@ class ServiceVerifier:
         await self.client.aclose()
 
 
-def detect_endpoint(url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> str:
-    """"service" when `GET /health` answers our JSON, else "vllm" (a plain OpenAI-compatible server)."""
+def service_health(url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> dict[str, Any] | None:
+    """A proofcheck service's `GET /health` JSON, or None when `url` is not one (or does not answer)."""
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         r = httpx.get(endpoint_root(url) + "/health", timeout=timeout_s, headers=headers)
-        if r.status_code == 200 and r.headers.get("content-type", "").startswith("application/json") \
-                and r.json().get("service") == SERVICE_NAME:
-            return "service"
+        if r.status_code == 200 and r.headers.get("content-type", "").startswith("application/json"):
+            body = r.json()
+            if isinstance(body, dict) and body.get("service") == SERVICE_NAME:
+                return body
     except (httpx.HTTPError, ValueError, AttributeError):
         pass
-    return "vllm"
+    return None
+
+
+def detect_endpoint(url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> str:
+    """"service" when `GET /health` answers our JSON, else "vllm" (a plain OpenAI-compatible server)."""
+    return "service" if service_health(url, api_key=api_key, timeout_s=timeout_s) is not None else "vllm"
 
 
 def first_model(url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> str:
@@ -209,7 +217,8 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
                   temperature: float = 1.0, max_tokens: int = 1024, timeout_s: float = 600.0,
                   retry: RetryPolicy | None = None, lora: tuple[str, str] | None = None,
                   prompt_template: str | None = None, constrain: str | None = None,
-                  chat_template_kwargs: dict[str, Any] | None = None, **engine_args: Any) -> Verifier | ServiceVerifier:
+                  chat_template_kwargs: dict[str, Any] | None = None, prompt_style: str | None = None,
+                  **engine_args: Any) -> Verifier | ServiceVerifier:
     """The one entry point: a verifier over our service, a vLLM server, or an in-process engine.
 
     - `endpoint` is our service (detected by `GET /health`, or `kind="service"`): `model` picks
@@ -224,7 +233,9 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     (`proofcheck.protocol.answer_regex`); a service applies what it was started with
     (`proofcheck serve --constrain-format`). `chat_template_kwargs` sets the chat
     template's switches (Qwen3: `{"enable_thinking": True}`) on every prompt; a service applies the
-    ones it was started with (`proofcheck serve --chat-template-kwargs`).
+    ones it was started with (`proofcheck serve --chat-template-kwargs`). `prompt_style` is our
+    prompt's style (`proofcheck.protocol.PROMPT_STYLES`; None = "full"); a service renders its own,
+    reported in `GET /health`, and refuses a different one.
     """
     if endpoint is None:
         if not model:
@@ -233,7 +244,7 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
 
         return Verifier(InProcessEngine(model, lora=lora, chat_template_kwargs=chat_template_kwargs, **engine_args),
                         passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens,
-                        prompt_template=prompt_template, constrain=constrain)
+                        prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or "full")
     if kind == "auto":
         kind = detect_endpoint(endpoint, api_key=api_key)
     if kind == "service":
@@ -244,6 +255,11 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
             raise ValueError(f"{endpoint} is a proofcheck service: start it with --constrain-format instead")
         if chat_template_kwargs:
             raise ValueError(f"{endpoint} is a proofcheck service: start it with --chat-template-kwargs instead")
+        if prompt_style is not None:
+            served = (service_health(endpoint, api_key=api_key) or {}).get("prompt_style") or "full"
+            if served != prompt_style:
+                raise ValueError(f"--prompt-style {prompt_style}: {endpoint} is a proofcheck service that renders "
+                                 f"the {served} style; start it with --prompt-style {prompt_style}, or drop the flag")
         return ServiceVerifier(endpoint_root(endpoint), api_key=api_key, timeout_s=timeout_s, retry=retry,
                                passes=passes, rule=rule, model=model)
     if kind != "vllm":
@@ -252,4 +268,4 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry,
                           chat_template_kwargs=chat_template_kwargs)
     return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens,
-                    prompt_template=prompt_template, constrain=constrain)
+                    prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or "full")

@@ -61,6 +61,11 @@ class ProofcheckScriptArguments:
         "as `proofcheck score verifier` evaluates (and the release's VerifierBench); turn both on together "
         "(`score verifier --with-reference`). Recorded in run_summary.json and in each saved model folder "
         "(proofcheck_prompt.json); `score verifier` warns when the two settings differ."))
+    prompt_style: str = field(default="full", metadata=_help(
+        "Verifier prompt style (proofcheck.protocol.PROMPT_STYLES): `full` (the long instructions) or `compact` "
+        "(~52 fixed tokens instead of ~145 with SmolLM2's tokenizer; problem and proof rendered the same). "
+        "Used for training and held-out evaluation prompts, and written into each saved model folder "
+        "(proofcheck_prompt.json), from which `serve`, `verify` and `score verifier` take it by default."))
 
     # --- held-out evaluation ----------------------------------------------------------------
     eval_split: str = field(default="eval", metadata=_help(
@@ -157,6 +162,8 @@ class ProofcheckScriptArguments:
 
     def _check_eval(self) -> list[str]:
         errs = []
+        if self.prompt_style not in ("full", "compact"):  # proofcheck.protocol.PROMPT_STYLES
+            errs.append(f"prompt_style={self.prompt_style!r}: choose one of full, compact")
         if not 0.0 <= self.eval_fraction < 1.0:
             errs.append(f"eval_fraction={self.eval_fraction}: must be in [0, 1), e.g. 0.1")
         for name in ("eval_passes", "eval_max_new_tokens", "eval_batch_size"):

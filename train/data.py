@@ -44,10 +44,12 @@ class TrainingData:
     pool_counts: dict[str, int] = field(default_factory=dict)
     train_counts: dict[str, int] = field(default_factory=dict)
     with_reference: bool = False  # the prompts show the reference solution (include_reference_solution)
+    prompt_style: str = "full"  # proofcheck.protocol.PROMPT_STYLES (prompt_style)
 
     def summary(self) -> dict[str, Any]:
         return {"pool_by_origin": self.pool_counts, "train_by_origin": self.train_counts,
-                "n_train": len(self.train), "n_eval": len(self.eval), "with_reference": self.with_reference}
+                "n_train": len(self.train), "n_eval": len(self.eval), "with_reference": self.with_reference,
+                "prompt_style": self.prompt_style}
 
 
 def _rows_from_records(records: list[AnnotatedProof], default_origin: str) -> list[dict[str, Any]]:
@@ -117,10 +119,10 @@ def synthetic_rows(n: int, seed: int) -> list[dict[str, Any]]:
     return _rows_from_records(records, "synthetic")
 
 
-def add_prompts(rows: list[dict], with_reference: bool) -> list[dict]:
-    """Add the conversational `prompt` column (the annotation is never shown to the verifier)."""
+def add_prompts(rows: list[dict], with_reference: bool, style: str = "full") -> list[dict]:
+    """Add the conversational `prompt` column in prompt `style` (the annotation is never shown to the verifier)."""
     return [{**r, "prompt": verifier_messages(r["problem"], list(r["steps"]),
-                                              r["reference_solution"] if with_reference else None)}
+                                              r["reference_solution"] if with_reference else None, style)}
             for r in rows]
 
 
@@ -182,11 +184,12 @@ def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
     rng.shuffle(eval_rows)
     eval_rows = eval_rows[: args.eval_max_samples]
     return TrainingData(
-        train=add_prompts(train, args.include_reference_solution),
-        eval=add_prompts(eval_rows, args.include_reference_solution),
+        train=add_prompts(train, args.include_reference_solution, args.prompt_style),
+        eval=add_prompts(eval_rows, args.include_reference_solution, args.prompt_style),
         pool_counts=dict(Counter(r["origin"] for r in pool + fixed_train + given_eval)),
         train_counts=dict(Counter(r["origin"] for r in train)),
         with_reference=args.include_reference_solution,
+        prompt_style=args.prompt_style,
     )
 
 

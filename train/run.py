@@ -17,6 +17,7 @@ from typing import Any
 
 from proofcheck.io import write_json_atomic
 from proofcheck.prompt_card import write_prompt_card
+from proofcheck.protocol import prompt_sha256
 from proofcheck.train.config import ConfigError, ProofcheckScriptArguments, top_layers
 from proofcheck.train.data import TrainingData, build_training_data, to_dataset
 
@@ -270,6 +271,17 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
     return trainer, history, eval_cb, timer
 
 
+def start_style_mismatch(model: str | None, style: str) -> str | None:
+    """A warning when the starting model's folder (e.g. an SFT warm-up) was trained with another prompt style."""
+    from proofcheck.prompt_card import card_style, read_prompt_card
+
+    card = read_prompt_card(model) if model and Path(model).is_dir() else None
+    if card is None or card_style(card) == style:
+        return None
+    return (f"{model} was trained with the {card_style(card)} prompt style and this run trains with {style} "
+            f"(set prompt_style: {card_style(card)} in the recipe to continue in its style)")
+
+
 def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
           rewards: list[Any] | None = None) -> dict[str, Any]:
     """Run GRPO end to end; returns the run summary (also written to output_dir on the main process).
@@ -284,13 +296,16 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
     acc = trainer.accelerator
     if resume:
         restore_history(resume, history, eval_cb)
+    if msg := start_style_mismatch(getattr(model_args, "model_name_or_path", None), data.prompt_style):
+        acc.print(f"[proofcheck] warning: {msg}")
     acc.print(f"[proofcheck] train rows {len(data.train)} {data.train_counts}, eval rows {len(data.eval)}, "
               f"generation {generation_backend(training)}, processes {acc.num_processes}")
     result = trainer.train(resume_from_checkpoint=resume)
     saved = save_outputs(trainer, script, model_args)
     if acc.is_main_process:  # the prompt the model was trained on, for `score verifier` to compare
         for folder in saved.values():
-            write_prompt_card(folder, data.with_reference)
+            write_prompt_card(folder, data.with_reference, prompt_sha256(style=data.prompt_style),
+                              prompt_style=data.prompt_style)
     summary = make_summary(trainer, data, history, eval_cb, saved, resume, dict(result.metrics), timer.split())
     if acc.is_main_process:
         write_json_atomic(Path(training.output_dir) / SUMMARY_FILE, summary)

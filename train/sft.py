@@ -39,11 +39,11 @@ from proofcheck.train.config import top_layers
 LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def sft_rows(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Conversational prompt/completion rows: the verifier prompt and the gold verification."""
+def sft_rows(tasks: list[dict[str, Any]], style: str = "full") -> list[dict[str, Any]]:
+    """Conversational prompt/completion rows: the verifier prompt (in prompt `style`) and the gold verification."""
     from proofcheck.protocol import verifier_messages
 
-    return [{"prompt": verifier_messages(t["problem"], t["steps"]),
+    return [{"prompt": verifier_messages(t["problem"], t["steps"], None, style),
              "completion": [{"role": "assistant", "content": t["gold_verification"]}]} for t in tasks]
 
 
@@ -123,7 +123,7 @@ def _schedule(step: int, total: int) -> float:
 def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, Any]] = 512, steps: int = 200,
            seed: int = 0, learning_rate: float = 1e-3, batch_size: int = 8, dtype: str | None = None,
            lora_r: int = 0, lora_layers: int | None = None, time_budget_s: float | None = None,
-           started: float | None = None, log: Any = print) -> Path:
+           started: float | None = None, prompt_style: str = "full", log: Any = print) -> Path:
     """Fine-tune `model` for `steps` steps on synthetic gold verifications (`tasks`: a list of tasks,
     or how many balanced tasks to draw); save to `out` (merged when LoRA). Returns `out`.
 
@@ -132,6 +132,8 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     layers only when given (the backward pass then stops at the lowest adapted layer).
     `time_budget_s`: seconds the whole run may take, counted from `started` (a `time.perf_counter`
     value; default: now); `steps` becomes at most what fits, judged from the first step.
+    `prompt_style`: the verifier prompt style (`proofcheck.protocol.PROMPT_STYLES`) trained on; it is
+    written into `out`'s proofcheck_prompt.json, so GRPO from this folder and serving use the same one.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -139,12 +141,15 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     from proofcheck.data.synth import balanced_tasks
     from proofcheck.io import write_json_atomic
     from proofcheck.precision import choose_dtype
+    from proofcheck.prompt_card import write_prompt_card
+    from proofcheck.protocol import prompt_sha256, style_texts
 
+    style_texts(prompt_style)  # an unknown style fails before the model loads
     started = time.perf_counter() if started is None else started
     choice = choose_dtype(dtype, device="cpu")
     log(f"[proofcheck] sft dtype: {choice.short} ({choice.reason})")
     torch.manual_seed(seed)
-    rows = sft_rows(tasks if isinstance(tasks, list) else balanced_tasks(tasks, seed=seed + 1000))
+    rows = sft_rows(tasks if isinstance(tasks, list) else balanced_tasks(tasks, seed=seed + 1000), prompt_style)
     tok = AutoTokenizer.from_pretrained(model)
     examples = [encode(tok, r) for r in rows]
     net = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
@@ -193,6 +198,9 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     trained.save_pretrained(str(out))
     tok.save_pretrained(str(out))
     write_json_atomic(out / PLAN_FILE, plan)
+    # no reference solution in SFT prompts (in synthetic tasks it would give the answer away)
+    write_prompt_card(out, False, prompt_sha256(style=prompt_style), prompt_style=prompt_style,
+                      written_by="proofcheck train/sft.py")
     return out
 
 
@@ -214,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                     "first step is timed and the step count cut to what fits (at most --steps)")
     ap.add_argument("--lora-r", type=int, default=0, help="LoRA rank; 0 = full fine-tuning")
     ap.add_argument("--lora-layers", type=int, help="with LoRA: adapt only the top N layers (faster backward)")
+    ap.add_argument("--prompt-style", choices=["full", "compact"], default="full",
+                    help="verifier prompt style to train on (proofcheck.protocol.PROMPT_STYLES); written into "
+                    "--out's proofcheck_prompt.json, which GRPO's recipe and serving should match")
     ap.add_argument("--seed", type=int, default=0, help="seed")
     args = ap.parse_args(argv)
     if args.bf16:
@@ -226,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup(args.model, args.out, tasks=tasks, steps=args.steps, seed=args.seed, learning_rate=args.lr,
            batch_size=args.batch_size, dtype="bfloat16" if args.bf16 else args.dtype, lora_r=args.lora_r,
            lora_layers=args.lora_layers, time_budget_s=args.time_budget, started=started,
-           log=lambda m: print(m, flush=True))
+           prompt_style=args.prompt_style, log=lambda m: print(m, flush=True))
     print(f"warmed-up model saved to {args.out}")
     return 0
 

@@ -42,6 +42,26 @@ def add_chat_template_kwargs(p: argparse.ArgumentParser) -> None:
                         "large enough to finish thinking: a pass cut at the cap is invalid)")
 
 
+PROMPT_STYLE_HELP = ("the verifier prompt style, full or compact (default: the style recorded in the model's "
+                     "proofcheck_prompt.json by training, else full); a value that differs from it is warned about")
+
+
+def add_prompt_style(p: argparse.ArgumentParser) -> None:
+    """`--prompt-style {full,compact}`: override the style the model was trained with (rarely right)."""
+    p.add_argument("--prompt-style", choices=("full", "compact"), default=None, metavar="STYLE",
+                   help=PROMPT_STYLE_HELP)
+
+
+def prompt_style(flag: str | None, card: dict[str, Any] | None, where: str | None) -> str:
+    """The style to run with (flag > card > "full"); prints a warning when the flag differs from the card."""
+    from proofcheck.prompt_card import choose_style
+
+    style, warning = choose_style(flag, card)
+    if warning:
+        print(f"warning: {where}: {warning}", file=sys.stderr)
+    return style
+
+
 def chat_template_kwargs(value: str) -> dict[str, Any]:
     """Parse `--chat-template-kwargs` (argparse type): a JSON object, or an error that shows one."""
     try:

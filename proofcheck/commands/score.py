@@ -16,11 +16,13 @@ from proofcheck.commands._common import (
     add_command,
     add_endpoint_key,
     add_json,
+    add_prompt_style,
     api_key,
     deprecation_warning,
     fail,
     finish_run,
     print_json,
+    prompt_style,
     read_judge_template,
 )
 
@@ -34,6 +36,7 @@ def _add_verifier_args(p: argparse.ArgumentParser) -> None:
     add_endpoint_key(p)
     p.add_argument("--prompt-file", help="verifier prompt file in the AdvancedMathBench release's format (one user "
                    "message with {problem}, {human_solution}, {solution}); its hash is kept in the manifest")
+    add_prompt_style(p)
     p.add_argument("--concurrency", type=int, default=4, help="proofs verified at once")
     p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per verifier pass")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same passes on vLLM)")
@@ -93,7 +96,7 @@ def _print(summary: dict, args: argparse.Namespace, keys: tuple[str, ...], title
     print(f"report: {args.out}/report.md  summary: {args.out}/summary.json  plots: {args.out}/*.png")
 
 
-def _make_verifier(args: argparse.Namespace, template: str | None) -> tuple[Any, str]:
+def _make_verifier(args: argparse.Namespace, template: str | None, style: str) -> tuple[Any, str]:
     """The verifier the run uses, and the id recorded in its manifest (a resume must match it)."""
     import json
     import os
@@ -105,11 +108,12 @@ def _make_verifier(args: argparse.Namespace, template: str | None) -> tuple[Any,
     # the template's switches change every prompt: a resume must use the same ones
     suffix = f" chat_template_kwargs:{json.dumps(ctk, sort_keys=True)}" if ctk else ""
     if args.endpoint:
+        # a service renders its own style (and refuses an explicit other one); vLLM takes --prompt-style or full
         v = make_verifier(endpoint=args.endpoint, model=args.endpoint_model, api_key=key, max_tokens=args.max_tokens,
-                          prompt_template=template, chat_template_kwargs=ctk)
+                          prompt_template=template, chat_template_kwargs=ctk, prompt_style=args.prompt_style)
         return v, f"{args.endpoint}#{args.endpoint_model or 'default'}{suffix}"
     return (make_verifier(model=args.model, max_tokens=args.max_tokens, prompt_template=template,
-                          chat_template_kwargs=ctk), f"local:{os.path.abspath(args.model)}{suffix}")
+                          chat_template_kwargs=ctk, prompt_style=style), f"local:{os.path.abspath(args.model)}{suffix}")
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -117,15 +121,17 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--concurrency must be >= 1"
     if getattr(args, "passes", 1) < 1 or getattr(args, "repeats", 1) < 1:
         return "--passes / --repeats must be >= 1"
+    if args.prompt_file and args.prompt_style:
+        return "--prompt-file replaces our prompt, so --prompt-style does not apply: give one of them"
     return None
 
 
-def _template(args: argparse.Namespace) -> tuple[str | None, str]:
-    """The prompt file's text (or None) and the prompt hash for the manifest."""
+def _template(args: argparse.Namespace, style: str = "full") -> tuple[str | None, str]:
+    """The prompt file's text (or None) and the prompt hash for the manifest (our prompt: in `style`)."""
     from proofcheck.protocol import check_template, prompt_sha256
 
     if not args.prompt_file:
-        return None, prompt_sha256()
+        return None, prompt_sha256(style=style)
     text = open(args.prompt_file, encoding="utf-8").read()
     check_template(text, args.prompt_file)
     return text, prompt_sha256(text)
@@ -137,6 +143,10 @@ def _finish(summary: dict) -> int:
 
 
 def _prover(args: argparse.Namespace) -> int:
+    try:
+        style = _style(args, _model_card(args))  # warns here when --prompt-style differs from the card
+    except ValueError as e:
+        return fail(str(e), EXIT_USAGE)
     if (msg := _check(args)) is not None:
         return fail(msg, EXIT_USAGE)
     from proofcheck.bench.scoring import score_prover
@@ -145,8 +155,8 @@ def _prover(args: argparse.Namespace) -> int:
     from proofcheck.rundir import RunDirError
 
     try:
-        template, phash = _template(args)
-        verifier, verifier_id = _make_verifier(args, template)
+        template, phash = _template(args, style)
+        verifier, verifier_id = _make_verifier(args, template, style)
         summary = score_prover(args.problems, args.submissions, verifier, verifier_id, args.out,
                                passes=args.passes, rule=args.rule, concurrency=args.concurrency, resume=args.resume,
                                max_tokens=args.max_tokens, seed=args.seed, prompt_hash=phash)
@@ -163,32 +173,49 @@ def _prover(args: argparse.Namespace) -> int:
 
 
 def _served_prompt_card(endpoint: str) -> dict | None:
-    """The served model's prompt setting from a proofcheck service's GET /health (None elsewhere)."""
-    import httpx
+    """The served model's prompt settings from a proofcheck service's GET /health (None elsewhere):
+    `prompt_style` (the style it renders) always, `with_reference` when the service knows it."""
+    from proofcheck.serve.verifier import service_health
 
-    from proofcheck.serve.engines import endpoint_root
-
-    try:
-        health = httpx.get(endpoint_root(endpoint) + "/health", timeout=10).json()
-    except (httpx.HTTPError, ValueError):
+    health = service_health(endpoint)
+    if health is None:
         return None
-    flag = health.get("trained_with_reference") if isinstance(health, dict) else None
-    return {"with_reference": flag} if isinstance(flag, bool) else None
+    card: dict[str, Any] = {"prompt_style": health.get("prompt_style") or "full"}
+    if isinstance(flag := health.get("trained_with_reference"), bool):
+        card["with_reference"] = flag
+    return card
 
 
-def _warn_reference_mismatch(args: argparse.Namespace) -> None:
-    """Warn when the model was trained with the other reference-solution setting: a local folder's prompt
-    card, or what a proofcheck service reports for the model it serves."""
-    from proofcheck.prompt_card import read_prompt_card, reference_mismatch
+def _model_card(args: argparse.Namespace) -> dict | None:
+    """What the model was trained with: a local folder's prompt card, or what a proofcheck service reports."""
+    from proofcheck.prompt_card import read_prompt_card
 
-    where = args.model or args.endpoint
-    card = read_prompt_card(args.model) if args.model else _served_prompt_card(args.endpoint)
+    return read_prompt_card(args.model) if args.model else _served_prompt_card(args.endpoint)
+
+
+def _style(args: argparse.Namespace, card: dict | None) -> str:
+    """Our prompt's style for this run: a service's own; else --prompt-style, the model's card, full
+    (warning when an explicit flag differs from the card)."""
+    if args.endpoint:
+        return card["prompt_style"] if card else args.prompt_style or "full"
+    return prompt_style(args.prompt_style, card, args.model)
+
+
+def _warn_reference_mismatch(args: argparse.Namespace, card: dict | None) -> None:
+    """Warn when the model was trained with the other reference-solution setting."""
+    from proofcheck.prompt_card import reference_mismatch
+
     if msg := reference_mismatch(card, args.with_reference):
-        print(f"warning: {where}: {msg}", file=sys.stderr)
+        print(f"warning: {args.model or args.endpoint}: {msg}", file=sys.stderr)
 
 
 def _verifier(args: argparse.Namespace) -> int:
-    _warn_reference_mismatch(args)
+    card = _model_card(args)
+    _warn_reference_mismatch(args, card)
+    try:
+        style = _style(args, card)  # warns here when --prompt-style differs from the card
+    except ValueError as e:
+        return fail(str(e), EXIT_USAGE)
     if (msg := _check(args)) is not None:
         return fail(msg, EXIT_USAGE)
     if bool(args.judge_endpoint) != bool(args.judge_model):
@@ -203,8 +230,8 @@ def _verifier(args: argparse.Namespace) -> int:
         return fail("--judge-prompt-file needs a judge: pass --judge-endpoint URL and --judge-model NAME", EXIT_USAGE)
     try:
         judge_template = read_judge_template(args.judge_prompt_file) if args.judge_prompt_file else None
-        template, phash = _template(args)
-        verifier, verifier_id = _make_verifier(args, template)
+        template, phash = _template(args, style)
+        verifier, verifier_id = _make_verifier(args, template, style)
         from proofcheck.bench.meta import make_trial_grader
 
         # meta levels always: structural without a judge, hybrid min(structural, judge) with one

@@ -20,8 +20,10 @@ from proofcheck.commands._common import (
     add_deprecated,
     add_endpoint_key,
     add_json,
+    add_prompt_style,
     fail,
     print_json,
+    prompt_style,
 )
 
 RULE_CHOICES = ("unanimous", "majority", "any")
@@ -34,6 +36,7 @@ def _add_verify_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per pass")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the passes")
     add_chat_template_kwargs(p)
+    add_prompt_style(p)
 
 
 
@@ -145,7 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
                           max_queue=args.max_queue, max_proof_chars=args.max_proof_chars,
                           drain_timeout_s=args.drain_timeout, engine_args=_engine_args(args),
                           log_level=args.log_level, constrain=args.constrain_format,
-                          chat_template_kwargs=args.chat_template_kwargs or {})
+                          chat_template_kwargs=args.chat_template_kwargs or {}, prompt_style=args.prompt_style)
     except ValueError as e:
         return fail(str(e), EXIT_USAGE)
     run_server(cfg)
@@ -181,6 +184,16 @@ def _verify(args: argparse.Namespace) -> int:
         api_key = _key(args.endpoint_api_key_env, "--endpoint-api-key-env")
     except ValueError as e:
         return fail(str(e), EXIT_USAGE)
+    style = args.prompt_style  # with --endpoint: a service checks it against its own, vLLM takes it (or full)
+    if args.model:  # the style the weights were trained with: the adapter's card first, as serve reads it
+        from proofcheck.prompt_card import read_prompt_card
+
+        try:
+            lora = _lora(args.lora)
+            card = (read_prompt_card(lora[1]) if lora else None) or read_prompt_card(args.model)
+            style = prompt_style(args.prompt_style, card, lora[1] if lora else args.model)
+        except ValueError as e:
+            return fail(str(e), EXIT_USAGE)
     try:
         problem, proof = _text(args.problem, "--problem"), _text(args.proof, "--proof")
         reference = _text(args.reference, "--reference")
@@ -192,7 +205,7 @@ def _verify(args: argparse.Namespace) -> int:
         verifier = make_verifier(endpoint=args.endpoint, model=args.endpoint_model if args.endpoint else args.model,
                                  api_key=api_key, passes=args.passes, rule=args.rule, temperature=args.temperature,
                                  max_tokens=args.max_tokens, lora=_lora(args.lora),
-                                 chat_template_kwargs=args.chat_template_kwargs)
+                                 chat_template_kwargs=args.chat_template_kwargs, prompt_style=style)
         try:
             return await verifier.verify(problem or "", steps, reference, all_passes=args.all_passes, seed=args.seed)
         finally:

@@ -28,9 +28,9 @@ TAG_TOKENS = [f"<{c}{t}>" for t in ("assessment", "errors", "first_error_step", 
 def _corpus(n_synth: int, seed: int) -> list[str]:
     from proofcheck.data.loaders import SAMPLES_DIR
     from proofcheck.data.synth import make_tasks
-    from proofcheck.protocol import VERIFIER_INSTRUCTIONS, VERIFIER_SYSTEM, verifier_user_prompt
+    from proofcheck.protocol import PROMPT_STYLES, style_texts, verifier_user_prompt
 
-    texts = [VERIFIER_SYSTEM, VERIFIER_INSTRUCTIONS]
+    texts = [text for style in PROMPT_STYLES for text in style_texts(style)]  # every style's fixed text
     for path in sorted(SAMPLES_DIR.glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
@@ -39,6 +39,7 @@ def _corpus(n_synth: int, seed: int) -> list[str]:
                 texts += [s for s in rec.get("steps") or [] if isinstance(s, str)]
     for t in make_tasks(n_synth, seed=seed):
         texts += [verifier_user_prompt(t["problem"], t["steps"]), t["gold_verification"]]
+    texts += [verifier_user_prompt(t["problem"], t["steps"], style="compact") for t in make_tasks(8, seed=seed)]
     return texts
 
 
@@ -51,7 +52,7 @@ def build_tiny_model(out_dir: str | Path, *, vocab_size: int = 1024, hidden_size
     """
     out = Path(out_dir)
     settings = {"vocab_size": vocab_size, "hidden_size": hidden_size, "num_layers": num_layers,
-                "seed": seed, "n_synth": n_synth, "format": 1}
+                "seed": seed, "n_synth": n_synth, "format": 2}  # 2: compact prompt texts in the corpus
     stamp = out / "tiny_model.json"
     if stamp.is_file() and json.loads(stamp.read_text()) == settings:
         return out
