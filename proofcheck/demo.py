@@ -40,10 +40,21 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from proofcheck.demo_report import (
+    DEMO_TARGET,
+    FULL_TARGET,
+    LEARNING_KEYS,
+    console,
+    curve_plot,
+    curve_table,
+    family_table,
+    final_report,
+    learning_table,
+    learning_verdict,
+    reward_plot,
+    step_split_table,
+)
 
-console = Console()
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -73,7 +84,7 @@ class DemoConfig:
     recipe: str = "configs/grpo/smollm2-cpu.yaml"
     passes: int = 8               # verification passes when scoring
     repeats: int = 2              # verifier repeats per annotated proof
-    max_tokens: int = 160
+    max_tokens: int = 192         # serving's token budget, as the recipe's eval_max_new_tokens
     grpo_overrides: list[str] = field(default_factory=list)
     dtype: str | None = None      # None: PROOFCHECK_DTYPE, else the machine's (proofcheck.precision)
     budget_s: float = 1200.0      # the whole demo's wall clock; SFT and GRPO steps are sized to fit it
@@ -81,9 +92,26 @@ class DemoConfig:
     sft_share: float = 0.35       # of the training time left after the reserve; GRPO gets the rest
     ref_sft_step_s: float = 11.0  # the SFT step where the default sizes fit: avx512_bf16 host, 2 cores (196 s / 16
                                   # steps with load and save); a slower first step scales evaluation and scoring down
-    families: str | None = None   # proof families (proofcheck.data.families): None = arithmetic chains only,
-                                  # "all" or "linear,parity,..."
+                                  # (0: never scale: the long recipe keeps its 128 x 4 held-out evaluation)
+    families: str | None = "all"  # proof families (proofcheck.data.families): "all", "linear,parity,...",
+                                  # or None = arithmetic chains only (the curriculum before the families)
     exclude_family: str | None = None   # left out of SFT and GRPO only: the held-out and dev sets keep it
+    prompt_style: str = "compact"  # verifier prompt (proofcheck.protocol): the same in SFT, GRPO, evaluation and
+                                   # serving (written into the model folder); compact halves the prompt tokens
+    curve_every: int = 0          # GRPO steps between learning-curve points (0: only before and after)
+    curve_tasks: int = 16         # held-out proofs of each curve point (the first ones of the held-out set)
+    full: bool = False            # the long CPU recipe (`full()`), judged against its own targets
+
+    @classmethod
+    def full_recipe(cls, **kw: Any) -> DemoConfig:
+        """The long CPU recipe (`proofcheck demo --full`, `make train-cpu`): SmolLM2-135M, every family,
+        90 minutes, 128 held-out proofs x 4 passes before and after GRPO, a learning-curve point on 32 of
+        them every 4 GRPO steps. Step counts are the most; the budget sizes them."""
+        base = dict(workdir=Path("runs/train-cpu"), full=True, budget_s=5400.0, sft_tasks=2048, grpo_tasks=1024,
+                    eval_tasks=128, dev_tasks=64, sft_steps=400, grpo_steps=200, sft_share=0.5, score_reserve_s=360.0,
+                    curve_every=4, curve_tasks=32, passes=4, repeats=1, ref_sft_step_s=0.0)
+        base.update(kw)
+        return cls(**base)
 
     @classmethod
     def quick(cls, **kw: Any) -> DemoConfig:
@@ -212,6 +240,7 @@ def _sft(cfg: DemoConfig, base: Path, data: Path, budget_s: float, env: dict[str
                "--data", str(data / "sft.jsonl"), "--steps", str(cfg.sft_steps), "--lr", str(cfg.sft_lr),
                "--lora-r", str(cfg.sft_lora_r), "--seed", str(cfg.seed), "--time-budget", f"{budget_s:.0f}"]
         cmd += ["--lora-layers", str(cfg.sft_lora_layers)] if cfg.sft_lora_r and cfg.sft_lora_layers else []
+        cmd += ["--prompt-style", cfg.prompt_style]
         _run(cmd, cfg.workdir / "logs" / "sft.log", env)
     return out
 
@@ -223,42 +252,17 @@ def _grpo(cfg: DemoConfig, sft: Path, data: Path, budget_s: float, env: dict[str
               "--model_name_or_path", str(sft), "--output_dir", str(out), "--expert_files", str(data / "dataset"),
               "--synthetic_count", "0", "--mix_ratios", "0", "0", "1", "--eval_fraction", "0",
               "--max_steps", str(cfg.grpo_steps),
-              "--learning_rate", str(cfg.grpo_lr), "--eval_at_start", "true", "--eval_every_steps", "0",
+              "--learning_rate", str(cfg.grpo_lr), "--eval_at_start", "true",
+              "--eval_every_steps", str(cfg.curve_every), "--eval_curve_samples", str(min(cfg.curve_tasks, cfg.eval_tasks)),
+              "--prompt_style", cfg.prompt_style,
               "--eval_max_samples", str(cfg.eval_tasks), "--eval_passes", str(cfg.eval_passes),
               "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(cfg.seed),
               "--time_budget_s", f"{budget_s:.0f}", *cfg.grpo_overrides],
              cfg.workdir / "logs" / "grpo.log", env)
     summary = json.loads((out / "run_summary.json").read_text())
-    _reward_plot(summary, cfg.workdir / "reward_per_step.png")
+    reward_plot(summary, cfg.workdir / "reward_per_step.png")
+    curve_plot(summary, cfg.workdir / "learning_curve.png")
     return summary
-
-
-def _reward_plot(summary: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = [r["step"] for r in summary["rewards"]]
-    rewards = [r["reward"] for r in summary["rewards"]]
-    window = 5
-    smooth = [sum(rewards[max(0, i - window + 1):i + 1]) / len(rewards[max(0, i - window + 1):i + 1])
-              for i in range(len(rewards))]
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    ax.plot(steps, rewards, marker=".", color="#4c72b0", alpha=0.4, label="per step")
-    ax.plot(steps, smooth, color="#c44e52", label=f"mean of last {window} steps")
-    ax.legend(fontsize=8)
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("mean reward (weighted)")
-    ax.set_title("Training reward per step")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-LEARNING_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "reward_mean", "first_error_step_accuracy")
-_SHORT = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR", "valid_rate": "valid",
-          "reward_mean": "reward", "first_error_step_accuracy": "1st-err"}
 
 
 def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dict[str, Any]]:
@@ -276,66 +280,6 @@ def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dic
         return out
 
     return {"before_grpo": pick(first), "after_grpo": pick(last)}
-
-
-def _learning_table(evals: dict[str, dict[str, Any]], n_tasks: int, dtype: str) -> None:
-    """Before/after with standard errors, in 80 columns; the title says which dtype trained."""
-    t = Table(title=f"Held-out tasks ({n_tasks} x {evals['before_grpo']['passes']} passes, same seed; trained in "
-                    f"{dtype}): mean +- SE")
-    t.add_column("metric")
-    for name in ("before GRPO", "after GRPO", "change"):
-        t.add_column(name, justify="right")
-    b, a = evals["before_grpo"], evals["after_grpo"]
-
-    def cell(m: dict[str, Any], k: str) -> str:
-        if m.get(k) is None:
-            return "-"
-        se = m.get(f"{k}_se")
-        return f"{m[k]:.3f}" + (f" +-{se:.3f}" if se is not None else "")
-
-    for k in LEARNING_KEYS:
-        delta = "-" if b.get(k) is None or a.get(k) is None else f"{a[k] - b[k]:+.3f}"
-        t.add_row(_SHORT[k], cell(b, k), cell(a, k), delta)
-    console.print(t)
-    console.print(learning_verdict(b, a))
-
-
-def _family_table(evals: dict[str, dict[str, Any]]) -> None:
-    """Held-out numbers per proof family, before and after GRPO (only when the set has several)."""
-    before, after = evals["before_grpo"].get("by_family") or {}, evals["after_grpo"].get("by_family") or {}
-    if len(after) < 2:
-        return
-    t = Table(title="Held-out tasks by proof family (rough Balanced F1 before -> after GRPO; after: TPR, TNR, valid)")
-    for col in ("family", "n", "Bal-F1", "TPR", "TNR", "valid"):
-        t.add_column(col, justify="left" if col == "family" else "right")
-
-    def num(x: Any) -> str:
-        return "-" if x is None else f"{x:.2f}"
-
-    for fam, m in after.items():
-        b = before.get(fam, {})
-        t.add_row(fam, str(m["n_proofs"]), f"{num(b.get('rough_bal_f1'))} -> {num(m['rough_bal_f1'])}",
-                  num(m["rough_tpr"]), num(m["rough_tnr"]), num(m["valid_rate"]))
-    console.print(t)
-
-
-TARGET = {"rough_bal_f1": 0.8, "rough_tnr": 0.6, "gain": 0.15}
-
-
-def learning_verdict(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """A plain reading of the before/after numbers against the target, whichever way they went."""
-    f0, f1 = before.get("rough_bal_f1") or 0.0, after.get("rough_bal_f1") or 0.0
-    tnr = after.get("rough_tnr") or 0.0
-    v0, v1 = before.get("valid_rate") or 0.0, after.get("valid_rate") or 0.0
-    checks = [(f1 >= TARGET["rough_bal_f1"], f"Balanced F1 after GRPO {f1:.3f} (target >= {TARGET['rough_bal_f1']})"),
-              (tnr >= TARGET["rough_tnr"], f"TNR {tnr:.3f} (target >= {TARGET['rough_tnr']})"),
-              (f1 - f0 >= TARGET["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{TARGET['gain']})"),
-              (v1 >= v0, f"valid rate {v0:.3f} -> {v1:.3f} (target: not lower)")]
-    met = [text for ok, text in checks if ok]
-    missed = [text for ok, text in checks if not ok]
-    if not missed:
-        return "Target met: " + "; ".join(met) + "."
-    return ("Target NOT met: " + "; ".join(missed) + "." + (" Met: " + "; ".join(met) + "." if met else ""))
 
 
 def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -360,49 +304,6 @@ def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[
                                   grader=make_trial_grader(), judge_id="structural", concurrency=4, resume=True,
                                   max_tokens=cfg.max_tokens)
     return {"prover": prover, "verifier": verifier}
-
-
-def _final_report(cfg: DemoConfig, scores: dict[str, Any], timings: dict[str, float]) -> None:
-    p, v = scores["prover"], scores["verifier"]
-
-    def num(x: Any) -> str:
-        return "-" if x is None else f"{x:.3f}"
-
-    what = "tiny random model: a pipeline check" if cfg.model == "tiny" else "trained on arithmetic chains only"
-    t = Table(title=f"Shipped data scored through `proofcheck serve` ({what})")
-    t.add_column("run")
-    t.add_column("result")
-    t.add_row(f"ProverBench, {cfg.passes}-pass unanimity",
-              f"pessimistic {num(p.get('pessimistic'))}, pass_any_sample {num(p.get('pass_any_sample'))}, "
-              f"valid {num(p.get('verifier_valid_rate'))}, {p.get('n_cancelled_passes', 0)} passes cancelled early")
-    t.add_row("VerifierBench", f"rough Balanced F1 {num(v.get('rough_bal_f1'))}, valid "
-              f"{num(v.get('verifier_valid_rate'))}, meta Balanced F1 {num(v.get('meta_ver_bal_f1'))}")
-    console.print(t)
-    for name in ("prover", "verifier"):
-        console.print(f"  {name}: report {cfg.workdir / name / 'report.md'}, plots {cfg.workdir / name}/*.png")
-    console.print(f"  reward per step: {cfg.workdir / 'reward_per_step.png'}; summary {cfg.workdir / 'summary.json'}")
-    times = Table(title="Stage times")
-    times.add_column("stage")
-    times.add_column("seconds", justify="right")
-    for name, sec in timings.items():
-        times.add_row(name, f"{sec:.1f}")
-    times.add_row("total", f"{sum(timings.values()):.1f}")
-    console.print(times)
-
-
-def _step_split_table(split: dict[str, float] | None) -> None:
-    if not split:
-        return
-    t = Table(title=f"GRPO step split (median of {split['steps_timed']} steps)")
-    t.add_column("part")
-    t.add_column("seconds", justify="right")
-    t.add_column("share", justify="right")
-    names = {"generation": "generation (vLLM)", "weight_sync": "weight sync", "reward": "reward",
-             "train": "log-probs + backward + optimizer"}
-    for k, label in names.items():
-        t.add_row(label, f"{split[k]:.2f}", f"{split[f'{k}_share']:.0%}")
-    t.add_row("step", f"{split['total']:.2f}", "")
-    console.print(t)
 
 
 class Plan:
@@ -431,8 +332,8 @@ class Plan:
         (at most 1) shrinks the held-out proofs (even, at least 16: pairs stay balanced), and
         below 0.7 the scoring passes (8 -> 4 -> 2) and repeats (2 -> 1)."""
         cfg, sft = self.cfg, self.record.get("sft") or {}
-        first = sft.get("first_step_s") or cfg.ref_sft_step_s
-        r = min(1.0, cfg.ref_sft_step_s / first)
+        first = sft.get("first_step_s") or cfg.ref_sft_step_s or 1.0
+        r = min(1.0, cfg.ref_sft_step_s / first) if cfg.ref_sft_step_s else 1.0
         self.eval_tasks = max(min(16, cfg.eval_tasks), min(cfg.eval_tasks, 2 * round(cfg.eval_tasks * r / 2)))
         self.passes = cfg.passes if r >= 0.7 else max(2, cfg.passes // (2 if r >= 0.4 else 4))
         self.repeats = cfg.repeats if r >= 0.7 else 1
@@ -512,17 +413,21 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
                      lambda: _grpo(cfg, sft, data, grpo_budget, env), timings)
     plan.grpo_done(grpo, grpo_budget)
     evals = before_after(grpo, cfg)
-    _learning_table(evals, cfg.eval_tasks, choice.short)
-    _family_table(evals)
-    _step_split_table(grpo.get("step_split_s"))
+    target = FULL_TARGET if cfg.full else DEMO_TARGET
+    learning_table(evals, cfg.eval_tasks, choice.short, target)
+    family_table(evals)
+    if where := curve_table(grpo):
+        console.print(where)
+    step_split_table(grpo.get("step_split_s"))
     trained = Path(grpo["saved"]["merged"])
     scores = run_stage("serve the trained verifier and score the shipped data",
                        lambda: _serve_and_score(cfg, trained, env), timings)
-    _final_report(cfg, scores, timings)
+    final_report(cfg, scores, timings)
     carried_out = plan.finish(sum(timings.values()))
     console.print(f"[bold]plan carried out[/bold]: {carried_out}")
     summary = {"model": model_name, "dtype": choice.dtype, **evals,
-               "verdict": learning_verdict(evals["before_grpo"], evals["after_grpo"]),
+               "verdict": learning_verdict(evals["before_grpo"], evals["after_grpo"], target),
+               "curve": grpo.get("curve") or [], "curve_png": str(cfg.workdir / "learning_curve.png"),
                "plan": plan.record, "stage_times_s": {k: round(v, 1) for k, v in timings.items()},
                "total_s": round(sum(timings.values()), 1), "grpo_step_split_s": grpo.get("step_split_s"),
                "grpo_rewards": grpo.get("rewards"), "config": {k: str(v) if isinstance(v, Path) else v

@@ -52,8 +52,12 @@ class TimeBudgetCallback(TrainerCallback):
         self._evals_seen = 0
 
     def _eval_seconds(self) -> list[float]:
-        hist = getattr(self.eval_cb, "history", None) or []
-        return [float(h.get("seconds") or 0.0) for h in hist]
+        return [float(s) for _, s in getattr(self.eval_cb, "timeline", None) or []]
+
+    def _last_full_eval_s(self) -> float:
+        """The final evaluation is a full one: as long as the last full one took."""
+        full = [s for scope, s in getattr(self.eval_cb, "timeline", None) or [] if scope == "full"]
+        return float(full[-1]) if full else 0.0
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._t0 = self.timer()
@@ -69,7 +73,7 @@ class TimeBudgetCallback(TrainerCallback):
         if state.global_step >= state.max_steps:
             return control
         step = statistics.median(self.step_s)
-        tail = (evals[-1] if evals and self.eval_cb is not None else 0.0) + self.save_reserve_s
+        tail = self._last_full_eval_s() + self.save_reserve_s
         now = self.clock()
         stop = now + step + tail > self.budget_s
         if self._broadcast(stop):

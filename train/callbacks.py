@@ -269,8 +269,14 @@ class VerifierEvalCallback(TrainerCallback):
 
     def __init__(self, trainer: Any, rows: list[dict], *, passes: int = 4, every_steps: int = 0,
                  max_new_tokens: int = 256, temperature: float = 1.0, batch_size: int = 4, seed: int = 0,
-                 at_start: bool = False, constrain_format: bool = False, collectives: Any = None):
+                 at_start: bool = False, constrain_format: bool = False, collectives: Any = None,
+                 curve_samples: int = 0):
         self.trainer = trainer
+        # the learning curve: the periodic evaluations verify only the first `curve_samples` rows
+        # (0 = all); the full ones (start, end) contribute the same rows' metrics to the curve
+        self.curve_samples = curve_samples if 0 < curve_samples < len(rows) else len(rows)
+        self.curve: list[dict[str, Any]] = []
+        self.timeline: list[tuple[str, float]] = []  # ("full" | "curve", seconds) of every evaluation, in order
         self.constrain_format = constrain_format
         self.at_start = at_start
         self.rows = rows
@@ -285,14 +291,18 @@ class VerifierEvalCallback(TrainerCallback):
         self.last_results: list[dict] = []
         self._last_step: int | None = None
 
-    def evaluate(self, step: int) -> dict[str, Any]:
-        """Run the k-pass evaluation now (all processes must call it); log and return the metrics."""
+    def evaluate(self, step: int, curve_only: bool = False) -> dict[str, Any]:
+        """Run the k-pass evaluation now (all processes must call it); log and return the metrics.
+
+        A full evaluation (all rows) goes into `history` and gives the curve its point from the first
+        `curve_samples` rows; `curve_only` verifies just those rows and adds only the curve point."""
         from proofcheck.train.distributed import Collectives, shard
         from proofcheck.train.family_eval import per_family_metrics
 
         trainer = self.trainer
         coll = self.collectives or Collectives(trainer.accelerator)
-        part = shard(len(self.rows), coll.rank, coll.world)
+        n_rows = self.curve_samples if curve_only else len(self.rows)
+        part = shard(n_rows, coll.rank, coll.world)
         backend = eval_backend(trainer)
         t0 = time.perf_counter()
         was_training = trainer.model.training
@@ -307,20 +317,27 @@ class VerifierEvalCallback(TrainerCallback):
             local = [(i, grade_row(self.rows[i], p)) for i, p in zip(part.indices[:part.real], passes, strict=False)]
             results = [r for _, r in sorted((x for got in coll.gather(local) for x in got), key=lambda t: t[0])]
             metrics = eval_metrics(results)
-            metrics["seconds"] = round(time.perf_counter() - t0, 3)
+            seconds = round(time.perf_counter() - t0, 3)
+            metrics["seconds"] = seconds
             metrics["generation"] = backend
             if by_family := per_family_metrics(results, self.rows):  # rows of known proof families
                 metrics["by_family"] = by_family  # kept in the history and summary, not logged as a scalar
-            logs = {f"{EVAL_PREFIX}{k}": float(v) for k, v in metrics.items()
+            prefix = f"{EVAL_PREFIX}curve_" if curve_only else EVAL_PREFIX
+            logs = {f"{prefix}{k}": float(v) for k, v in metrics.items()
                     if isinstance(v, int | float) and not math.isnan(v)}
             trainer.log(logs)  # in eval mode: GRPOTrainer.log flushes only eval-mode metrics
         finally:
             if was_training:
                 trainer.model.train()
-        self._last_step = step
-        entry = {"step": step, **metrics}
-        self.history.append(entry)
+        self.timeline.append(("curve" if curve_only else "full", seconds))
+        point = metrics if curve_only or n_rows == self.curve_samples else eval_metrics(results[:self.curve_samples])
+        self.curve.append({"step": step, **{k: v for k, v in point.items() if k != "by_family"}})
         self.last_results = results  # per-proof trials of this evaluation (for callers and tests)
+        entry = {"step": step, **metrics}
+        if curve_only:
+            return entry
+        self._last_step = step
+        self.history.append(entry)
         return entry
 
     def _colocate(self, coll: Any, indices: list[int]) -> list[list[tuple[str, str]]]:
@@ -410,10 +427,11 @@ class VerifierEvalCallback(TrainerCallback):
             self.evaluate(0)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.rows and self.every_steps and state.global_step % self.every_steps == 0:
+        if self.rows and self.every_steps and state.global_step % self.every_steps == 0 \
+                and state.global_step < state.max_steps:  # the last step gets the full evaluation at the end
             # trainer.log() clears control.should_log; keep it so this step's training log still happens
             should_log = control.should_log
-            self.evaluate(state.global_step)
+            self.evaluate(state.global_step, curve_only=self.curve_samples < len(self.rows))
             control.should_log = should_log
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -76,9 +76,10 @@ def load_history(folder: str | Path) -> dict[str, Any]:
     (empty lists for a checkpoint saved without one)."""
     p = Path(folder) / HISTORY
     if not p.is_file():
-        return {"rewards": [], "eval_history": []}
+        return {"rewards": [], "eval_history": [], "curve": []}
     data = json.loads(p.read_text(encoding="utf-8"))
-    return {"rewards": [tuple(r) for r in data.get("rewards", [])], "eval_history": data.get("eval_history", [])}
+    return {"rewards": [tuple(r) for r in data.get("rewards", [])], "eval_history": data.get("eval_history", []),
+            "curve": data.get("curve", [])}
 
 
 def _files(folder: Path) -> dict[str, int]:
@@ -116,6 +117,7 @@ class CheckpointCallback(TrainerCallback):
             return
         write_json_atomic(folder / HISTORY, {
             "rewards": [list(r) for r in self.history.rewards],
-            "eval_history": self.eval_cb.history if self.eval_cb is not None else []})
+            "eval_history": self.eval_cb.history if self.eval_cb is not None else [],
+            "curve": self.eval_cb.curve if self.eval_cb is not None else []})
         write_json_atomic(folder / MARKER, {"step": state.global_step, "world_size": acc.num_processes,
                                             "files": _files(folder)})

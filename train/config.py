@@ -35,6 +35,12 @@ def _help(text: str) -> dict[str, str]:
     return {"help": text}
 
 
+def _family_names() -> tuple[str, ...]:
+    from proofcheck.data.families import ALL
+
+    return ALL
+
+
 @dataclass
 class ProofcheckScriptArguments:
     """What to train on, how to reward it, how to evaluate and what to save."""
@@ -46,7 +52,11 @@ class ProofcheckScriptArguments:
     repaired_files: list[str] = field(default_factory=list, metadata=_help(
         "Repaired proofs (origin `repaired`), same formats as expert_files."))
     synthetic_count: int = field(default=0, metadata=_help(
-        "Number of synthetic arithmetic-chain tasks with exact labels to add (proofcheck.data.synth); 0 = none."))
+        "Number of synthetic tasks with exact labels to add (proofcheck.data.synth), in valid/flawed pairs of the "
+        "families in synthetic_families; 0 = none."))
+    synthetic_families: list[str] = field(default_factory=lambda: ["chain"], metadata=_help(
+        "Proof families of the synthetic tasks (proofcheck.data.families: chain, prose, linear, expand, parity, "
+        "inequality) or `all`. Default: arithmetic chains only."))
     mix_ratios: list[float] | None = field(default=None, metadata=_help(
         "Relative share of expert, repaired and synthetic rows in the training set, three numbers "
         "(e.g. `0.6 0.4 0`). Unset = every training row once. Set = rows are drawn per origin in these "
@@ -80,6 +90,11 @@ class ProofcheckScriptArguments:
     eval_every_steps: int = field(default=0, metadata=_help(
         "Run the k-pass held-out evaluation every N optimizer steps, and always at the end. 0 = only at the end. "
         "(TRL's own eval_strategy/eval_steps, if set, additionally run GRPOTrainer.evaluate on the same split.)"))
+    eval_curve_samples: int = field(default=0, metadata=_help(
+        "Learning curve: the evaluations every eval_every_steps verify only the first N held-out proofs (the "
+        "same N every time; the full evaluations at the start and end contribute the same N proofs' point), so "
+        "the curve costs N/eval_max_samples of a full evaluation per point. 0 = every evaluation is full. "
+        "Written to run_summary.json as `curve`."))
     eval_max_new_tokens: int = field(default=256, metadata=_help(
         "Token budget of each evaluation pass (a pass cut off by it is invalid)."))
     eval_temperature: float = field(default=1.0, metadata=_help("Sampling temperature of evaluation passes."))
@@ -171,6 +186,12 @@ class ProofcheckScriptArguments:
                 errs.append(f"{name}={getattr(self, name)}: must be >= 1")
         if self.eval_max_samples < 0:
             errs.append(f"eval_max_samples={self.eval_max_samples}: must be >= 0 (0 = no k-pass evaluation)")
+        if self.eval_curve_samples < 0:
+            errs.append(f"eval_curve_samples={self.eval_curve_samples}: must be >= 0 (0 = every evaluation is full)")
+        fams = [f for f in self.synthetic_families if f != "all"]
+        if unknown := [f for f in fams if f not in _family_names()]:
+            errs.append(f"synthetic_families: unknown {', '.join(map(repr, unknown))}; choose from "
+                        f"{', '.join(_family_names())} or `all`")
         if self.eval_every_steps < 0:
             errs.append(f"eval_every_steps={self.eval_every_steps}: must be >= 0 (0 = only at the end)")
         if self.eval_temperature <= 0:

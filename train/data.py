@@ -111,11 +111,13 @@ def load_source(path: str, default_origin: str, eval_split: str) -> tuple[list[d
     return _rows_from_records(load_records(p, "annotated"), default_origin), None
 
 
-def synthetic_rows(n: int, seed: int) -> list[dict[str, Any]]:
-    """`n` synthetic tasks as training rows (validated like any record)."""
+def synthetic_rows(n: int, seed: int, families: list[str] | None = None) -> list[dict[str, Any]]:
+    """`n` synthetic tasks as training rows (validated like any record); `families`: None or `["chain"]`
+    = arithmetic chains (the historical draws), else family names or `["all"]`."""
     from proofcheck.data.synth import balanced_tasks
 
-    records = [AnnotatedProof.model_validate(t) for t in balanced_tasks(n, seed=seed)]
+    chosen = None if not families or list(families) == ["chain"] else "all" if "all" in families else list(families)
+    records = [AnnotatedProof.model_validate(t) for t in balanced_tasks(n, seed=seed, families=chosen)]
     return _rows_from_records(records, "synthetic")
 
 
@@ -158,7 +160,7 @@ def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
                 fixed_train += train
                 given_eval += ev
     if args.synthetic_count > 0:
-        synth = synthetic_rows(args.synthetic_count, args.mix_seed)
+        synth = synthetic_rows(args.synthetic_count, args.mix_seed, args.synthetic_families)
         problems += [f"synthetic task proof_id {r['proof_id']!r} is also in {source_of[r['proof_id']]}"
                      for r in synth if r["proof_id"] in source_of]
         pool += synth

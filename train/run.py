@@ -157,6 +157,7 @@ def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, s
         "rewards": [{"step": s, "reward": r} for s, r in rewards],
         "eval": eval_cb.history[-1] if eval_cb is not None and eval_cb.history else None,
         "eval_history": eval_cb.history if eval_cb is not None else [],
+        "curve": eval_cb.curve if eval_cb is not None else [],
         "step_split_s": step_split,
         "saved": saved,
         "generation": generation_backend(trainer.args),
@@ -190,6 +191,8 @@ def restore_history(checkpoint: str, history: Any, eval_cb: Any) -> None:
     history.rewards = [(s, r) for s, r in saved["rewards"] if s <= step]
     if eval_cb is not None:
         eval_cb.history = [e for e in saved["eval_history"] if e["step"] <= step]
+        eval_cb.curve = [e for e in saved.get("curve", []) if e["step"] <= step]
+        eval_cb.timeline = [("full", float(e.get("seconds") or 0.0)) for e in eval_cb.history]  # the budget's estimate
 
 
 def memory_record(trainer: Any) -> dict[str, Any] | None:
@@ -256,7 +259,8 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
                                        max_new_tokens=script.eval_max_new_tokens,
                                        temperature=script.eval_temperature, batch_size=script.eval_batch_size,
                                        seed=training.seed, at_start=script.eval_at_start,
-                                       constrain_format=script.eval_constrain_format)
+                                       constrain_format=script.eval_constrain_format,
+                                       curve_samples=script.eval_curve_samples)
         trainer.add_callback(eval_cb)
     timer = StepTimer(trainer)
     trainer.add_callback(timer)

@@ -11,7 +11,8 @@ from proofcheck.commands._common import add_command, fail
 # flag -> DemoConfig field; unset flags keep the default of the chosen mode (real or --quick)
 SIZES = {"--sft-steps": "sft_steps", "--grpo-steps": "grpo_steps", "--sft-tasks": "sft_tasks",
          "--grpo-tasks": "grpo_tasks", "--eval-tasks": "eval_tasks", "--eval-passes": "eval_passes",
-         "--passes": "passes", "--repeats": "repeats", "--max-tokens": "max_tokens"}
+         "--passes": "passes", "--repeats": "repeats", "--max-tokens": "max_tokens", "--curve-every": "curve_every",
+         "--curve-tasks": "curve_tasks"}
 
 
 def register(sub: Any) -> None:
@@ -23,16 +24,24 @@ def register(sub: Any) -> None:
                     "what is built in --workdir; writes <workdir>/summary.json.")
     p.add_argument("--quick", action="store_true", help="the tiny random model instead of SmolLM2: a pipeline "
                    "check whose numbers say nothing about verification")
+    p.add_argument("--full", action="store_true", help="the long CPU training recipe (also `make train-cpu`): "
+                   "90 minutes, larger curriculum, 128 held-out proofs x 4 passes before and after GRPO, a "
+                   "learning-curve point every 4 GRPO steps; judged against the recipe's targets (Balanced F1 >= 0.8, "
+                   "TNR >= 0.6, valid >= 0.95, GRPO gain >= 0.10)")
     p.add_argument("--workdir", help="where the demo keeps what it builds (default: runs/demo, "
-                   "runs/demo-quick with --quick)")
+                   "runs/train-cpu with --full, runs/demo-quick with --quick)")
     p.add_argument("--seed", type=int, default=0, help="seed for everything")
     p.add_argument("--dtype", choices=["auto", "bfloat16", "bf16", "float32", "fp32"],
                    help="compute dtype of every stage (SFT, GRPO, vLLM). Default: the PROOFCHECK_DTYPE environment "
                    "variable, else auto: bf16 only on CPUs that run it natively (avx512_bf16 / AMX), fp32 otherwise")
-    p.add_argument("--budget-min", type=float, default=20.0, help="wall-clock budget in minutes: the SFT and GRPO "
-                   "step counts are sized from their first steps to fit it (--sft-steps / --grpo-steps are the most)")
-    p.add_argument("--families", help="proof families of the curriculum: `all` or a comma list (chain, prose, "
-                   "linear, expand, parity, inequality; `proofcheck data synth --help`). Default: arithmetic chains only")
+    p.add_argument("--budget-min", type=float, help="wall-clock budget in minutes (default 20, 90 with --full): the "
+                   "SFT and GRPO step counts are sized from their first steps to fit it (--sft-steps / --grpo-steps "
+                   "are the most)")
+    p.add_argument("--families", default="all", help="proof families of the curriculum: `all` (default) or a comma "
+                   "list (chain, prose, linear, expand, parity, inequality; `proofcheck data synth --help`)")
+    p.add_argument("--prompt-style", choices=["compact", "full"], default="compact", help="verifier prompt for "
+                   "SFT, GRPO, evaluation and serving (recorded in the model folder; serve/verify/score use it by "
+                   "default): compact has about half the tokens of full")
     p.add_argument("--exclude-family", help="leave these families (comma list) out of SFT and GRPO only: the "
                    "held-out set keeps them, so the per-family table measures transfer to an unseen family")
     for flag, name in SIZES.items():
@@ -47,12 +56,16 @@ def _demo(args: argparse.Namespace) -> int:
     bad = [f"{flag}={sizes[name]}" for flag, name in SIZES.items() if name in sizes and sizes[name] < 1]
     if bad:
         return fail(f"{', '.join(bad)}: sizes must be >= 1")
-    workdir = Path(args.workdir or ("runs/demo-quick" if args.quick else "runs/demo"))
-    make = DemoConfig.quick if args.quick else DemoConfig
-    if args.budget_min <= 0:
-        return fail(f"--budget-min={args.budget_min}: give a positive number of minutes, e.g. 20")
-    cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=args.budget_min * 60,
-               families=args.families, exclude_family=args.exclude_family, **sizes)
+    if args.quick and args.full:
+        return fail("--quick and --full: choose one (--quick: the tiny model; --full: the long SmolLM2 recipe)")
+    workdir = Path(args.workdir or ("runs/demo-quick" if args.quick else "runs/train-cpu" if args.full else "runs/demo"))
+    make = DemoConfig.quick if args.quick else DemoConfig.full_recipe if args.full else DemoConfig
+    budget_min = args.budget_min if args.budget_min is not None else 90.0 if args.full else 20.0
+    if budget_min <= 0:
+        return fail(f"--budget-min={budget_min}: give a positive number of minutes, e.g. 20")
+    cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=budget_min * 60,
+               families=None if args.families == "chain" else args.families, exclude_family=args.exclude_family,
+               prompt_style=args.prompt_style, **sizes)
     try:
         run_demo(cfg)
     except StageFailed as e:

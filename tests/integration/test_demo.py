@@ -11,7 +11,8 @@ import pytest
 
 # the dtype forced to fp32 (issue: the SFT -> GRPO -> evaluation path on any CPU, bf16 or not)
 SMALL = ["--quick", "--dtype", "fp32", "--sft-steps", "6", "--grpo-steps", "2", "--sft-tasks", "16", "--grpo-tasks", "16",
-         "--eval-tasks", "4", "--eval-passes", "2", "--passes", "2", "--repeats", "1", "--max-tokens", "16"]
+         "--eval-tasks", "4", "--eval-passes", "2", "--passes", "2", "--repeats", "1", "--max-tokens", "16",
+         "--curve-every", "1", "--curve-tasks", "2"]
 
 
 @pytest.mark.slow
@@ -28,8 +29,11 @@ def test_demo_runs_every_stage_and_reuses_on_rerun(tmp_path):
     assert grpo["global_step"] == 2 and grpo["generation"] == "vllm-colocate"
     assert [e["step"] for e in grpo["eval_history"]] == [0, 2]
     assert all(e["generation"] == "vllm-colocate" and e["n_proofs"] == 4 for e in grpo["eval_history"])
+    # the learning curve: a point on the first 2 held-out proofs at every step (0 and 2 from the full evaluations)
+    assert [(c["step"], c["n_proofs"], c["n_passes"]) for c in grpo["curve"]] == [(0, 2, 4), (1, 2, 4), (2, 2, 4)]
+    assert "Learning curve" in out.stdout and "curve: Balanced F1" in out.stdout
     summary = json.loads((work / "summary.json").read_text())
-    assert summary["model"].startswith("tiny")
+    assert summary["model"].startswith("tiny") and summary["curve"] == grpo["curve"]
     # one dtype everywhere, read back from each stage: SFT's plan, TRL's autocast, the colocated engine itself
     plan = summary["plan"]
     assert summary["dtype"] == "float32" and plan["dtype"]["source"] == "--dtype"
@@ -46,7 +50,7 @@ def test_demo_runs_every_stage_and_reuses_on_rerun(tmp_path):
     assert set(summary["grpo_step_split_s"]) >= {"generation", "weight_sync", "reward", "train", "total"}
     assert summary["stage_times_s"] and summary["total_s"] > 0
     for path in ("prover/summary.json", "prover/report.md", "prover/votes.png", "verifier/summary.json",
-                 "verifier/tpr_tnr.png", "reward_per_step.png", "data/eval.jsonl", "data/sft.jsonl"):
+                 "verifier/tpr_tnr.png", "reward_per_step.png", "learning_curve.png", "data/eval.jsonl", "data/sft.jsonl"):
         assert (work / path).stat().st_size > 0, path
     prover = json.loads((work / "prover" / "summary.json").read_text())
     assert prover["n_records"] == 25 and prover["passes"] == 2

@@ -508,3 +508,20 @@ def test_step_timer_leaves_the_evaluation_out_of_the_step(monkeypatch: pytest.Mo
     assert [s["total"] for s in timer.steps] == [7.5, 7.5, 7.5]
     assert [s["weight_sync"] for s in timer.steps] == [0.5, 0.5, 0.5]
     assert [s["train"] for s in timer.steps] == [4.0, 4.0, 4.0]
+
+
+def test_learning_curve_points_verify_only_the_curve_rows_and_stay_out_of_the_history(
+        rows: list[dict], fake_vllm: None) -> None:
+    """Full evaluations (start, end) verify every row and give the curve its point from the first
+    `curve_samples` rows; periodic ones verify only those rows and add a curve point only."""
+    vg = FakeVLLMGeneration(sleep_mode=False)
+    trainer = FakeTrainer(0, 1, backend="vllm-colocate", model=FakeModel(0, None), vg=vg)
+    cb = VerifierEvalCallback(trainer, rows[:4], passes=2, collectives=FakeCollectives(0, Rendezvous(1)),
+                              curve_samples=2)
+    cb.evaluate(0)
+    cb.evaluate(3, curve_only=True)
+    cb.evaluate(6)
+    assert [len(r) for r in vg.llm.requests] == [4, 2, 4]
+    assert [h["step"] for h in cb.history] == [0, 6] and [h["n_proofs"] for h in cb.history] == [4, 4]
+    assert [(c["step"], c["n_proofs"], c["n_passes"]) for c in cb.curve] == [(0, 2, 4), (3, 2, 4), (6, 2, 4)]
+    assert [scope for scope, _ in cb.timeline] == ["full", "curve", "full"]

@@ -121,20 +121,42 @@ def _entry(step: int, f1: float, tnr: float, valid: float) -> dict:
             "reward_mean": 0.5, "first_error_step_accuracy": 0.4, "n_proofs": 64, "rough_bal_f1_se": 0.03}
 
 
-@pytest.mark.parametrize(("before", "after", "met", "says"), [
-    ((0.5, 0.4, 0.8), (0.85, 0.7, 0.9), True, "Target met"),
-    ((0.5, 0.4, 0.8), (0.6, 0.7, 0.9), False, "GRPO gain +0.100"),
-    ((0.6, 0.4, 0.9), (0.82, 0.5, 0.9), False, "TNR 0.500"),
-    ((0.5, 0.4, 0.9), (0.85, 0.7, 0.8), False, "valid rate 0.900 -> 0.800"),
+@pytest.mark.parametrize(("target", "before", "after", "met", "says"), [
+    # the demo: Bal-F1 >= 0.6, TNR >= 0.5, gain >= 0.10, valid not lower
+    ("demo", (0.5, 0.4, 0.8), (0.65, 0.5, 0.9), True, "Target met"),
+    ("demo", (0.5, 0.4, 0.8), (0.59, 0.7, 0.9), False, "GRPO gain +0.090"),
+    ("demo", (0.4, 0.4, 0.9), (0.62, 0.45, 0.9), False, "TNR 0.450"),
+    ("demo", (0.4, 0.4, 0.9), (0.62, 0.55, 0.8), False, "valid rate 0.900 -> 0.800"),
+    # the long recipe: Bal-F1 >= 0.8, TNR >= 0.6, gain >= 0.10, valid >= 0.95
+    ("full", (0.5, 0.4, 0.8), (0.85, 0.7, 0.96), True, "Target met"),
+    ("full", (0.6, 0.4, 0.9), (0.78, 0.7, 0.96), False, "Balanced F1 after GRPO 0.780 (target >= 0.8)"),
+    ("full", (0.6, 0.4, 0.99), (0.82, 0.7, 0.94), False, "valid rate 0.940 (target >= 0.95)"),
 ])
-def test_verdict_reads_the_numbers_against_the_target(before, after, met, says) -> None:
+def test_verdict_reads_the_numbers_against_the_target(target, before, after, met, says) -> None:
+    from proofcheck.demo_report import DEMO_TARGET, FULL_TARGET
+
     evals = before_after({"eval_history": [_entry(0, *before), _entry(16, *after)]}, DemoConfig())
     assert evals["before_grpo"]["n_tasks"] == 64 and evals["after_grpo"]["step"] == 16
     assert evals["before_grpo"]["passes"] == 4 and evals["before_grpo"]["rough_bal_f1_se"] == 0.03
-    text = learning_verdict(evals["before_grpo"], evals["after_grpo"])
+    text = learning_verdict(evals["before_grpo"], evals["after_grpo"], FULL_TARGET if target == "full" else DEMO_TARGET)
     assert text.startswith("Target met") == met and says in text
 
 
 def test_before_after_needs_the_step_0_evaluation() -> None:
     with pytest.raises(RuntimeError, match="eval_at_start"):
         before_after({"eval_history": [_entry(16, 0.8, 0.7, 0.9)]}, DemoConfig())
+
+
+def test_curve_table_and_plot_read_the_run_summary(tmp_path) -> None:
+    """The curve printed and drawn from run_summary.json's `curve` (no curve: neither)."""
+    from proofcheck.demo_report import curve_plot, curve_table
+
+    curve = [{**_entry(s, f1, tnr, 0.9), "n_passes": 128, "n_proofs": 32, "rough_tnr_se": 0.05}
+             for s, f1, tnr in ((0, 0.3, 0.2), (4, 0.5, 0.4), (8, 0.6, 0.5))]
+    summary = {"curve": curve, "rewards": [{"step": s, "reward": 0.1 * s} for s in range(1, 9)]}
+    line = curve_table(summary)
+    assert line == "curve: Balanced F1 0.30 at step 0 -> 0.60 at step 8 (still rising); TPR 0.90, TNR 0.50"
+    assert curve_plot(summary, tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    summary["curve"] = [curve[0], {**curve[1], "rough_bal_f1": 0.7}, curve[2]]
+    assert "(best at step 4 (0.70))" in curve_table(summary)
+    assert curve_table({"curve": []}) is None and curve_plot({}, tmp_path / "none.png") is None

@@ -166,7 +166,7 @@ def test_time_budget_stops_when_one_more_step_and_the_tail_would_not_fit() -> No
 
     ticks = iter([0.0, 10.0] * 20)   # every step takes 10 s
     clock = _Clock()
-    evals = SimpleNamespace(history=[{"step": 0, "seconds": 40.0}])
+    evals = SimpleNamespace(timeline=[("full", 40.0)])
     cb = budget_mod.TimeBudgetCallback(200.0, evals, clock=clock, save_reserve_s=20.0, timer=lambda: next(ticks))
     state = SimpleNamespace(global_step=0, max_steps=50, is_world_process_zero=True)
     stopped = []
@@ -183,6 +183,32 @@ def test_time_budget_stops_when_one_more_step_and_the_tail_would_not_fit() -> No
     # after step 7 they end at exactly 200 (fits), after step 8 at 210
     assert stopped == [8]
     assert cb.plan()["stopped_early_at"] == 8 and cb.plan()["median_step_s"] == 10.0
+
+
+def test_time_budget_counts_the_final_full_evaluation_not_the_last_curve_point() -> None:
+    """A cheap learning-curve evaluation inside a step is neither step time nor the final evaluation's
+    estimate: the tail stays the last full evaluation (40 s)."""
+    from proofcheck.train import budget as budget_mod
+
+    ticks = iter([0.0, 10.0] * 20)
+    clock = _Clock()
+    evals = SimpleNamespace(timeline=[("full", 40.0)])
+    cb = budget_mod.TimeBudgetCallback(200.0, evals, clock=clock, save_reserve_s=20.0, timer=lambda: next(ticks))
+    state = SimpleNamespace(global_step=0, max_steps=50, is_world_process_zero=True)
+    stopped = []
+    for step in range(1, 20):
+        clock.now = 60.0 + 10.0 * step
+        state.global_step = step
+        control = SimpleNamespace(should_training_stop=False)
+        cb.on_step_begin(None, state, control)
+        if step % 2 == 0:
+            evals.timeline.append(("curve", 3.0))  # a curve point during this step
+        cb.on_step_end(None, state, control)
+        if control.should_training_stop:
+            stopped.append(step)
+            break
+    assert cb.step_s[:3] == [10.0, 7.0, 10.0]  # the step's 10 s less the 3 s curve point inside it
+    assert stopped == [8]  # as without curve points: tail = 40 + 20, not 3 + 20
 
 
 def test_time_budget_never_stops_the_last_step_or_a_run_that_fits() -> None:

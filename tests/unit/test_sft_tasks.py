@@ -41,3 +41,10 @@ def test_a_file_without_tasks_is_an_error(tmp_path: Path) -> None:
     path.write_text("\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="no tasks"):
         load_tasks(path)
+
+
+def test_sft_cli_refuses_an_unknown_family_before_loading_anything(capsys) -> None:
+    from proofcheck.train.sft import main
+
+    assert main(["--model", "no-such-model", "--out", "unused", "--families", "linear,geometry"]) == 2
+    assert "unknown proof family 'geometry'; choose from chain" in capsys.readouterr().err

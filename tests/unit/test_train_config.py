@@ -40,6 +40,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     ({"synthetic_count": 4, "eval_fraction": 1.0}, "eval_fraction=1.0"),
     ({"synthetic_count": 4, "eval_passes": 0}, "eval_passes=0"),
     ({"synthetic_count": 4, "eval_every_steps": -1}, "eval_every_steps=-1"),
+    ({"synthetic_count": 4, "eval_curve_samples": -2}, "eval_curve_samples=-2"),
+    ({"synthetic_count": 4, "synthetic_families": ["linear", "geometry"]}, "unknown 'geometry'; choose from chain"),
+    ({"synthetic_count": 4, "synthetic_families": ["all"]}, None),
     ({"synthetic_count": 4, "eval_temperature": 0.0}, "eval_temperature=0.0"),
     ({"synthetic_count": 4, "reward_funcs": []}, "reward_funcs is empty"),
     ({"synthetic_count": 4, "reward_mode": "vibes"}, "choose one of structural, judge, hybrid"),
@@ -234,3 +237,17 @@ def test_reads_the_folder_proofcheck_data_build_writes(tmp_path: Path) -> None:
         assert n_eval == len(data.eval) > 0  # the build's eval split
         assert n_eval == 2 and len(data.train) == 16  # every training proof twice
         assert not {r["problem_id"] for r in data.train} & {r["problem_id"] for r in data.eval}
+
+
+@pytest.mark.parametrize("families, expected", [
+    (["chain"], {"chain"}),
+    (["linear", "parity"], {"linear", "parity"}),
+    (["all"], {"chain", "prose", "linear", "expand", "parity", "inequality"}),
+])
+def test_synthetic_rows_of_the_chosen_families(families: list[str], expected: set[str]) -> None:
+    from proofcheck.data.families import family_of
+    from proofcheck.train.data import synthetic_rows
+
+    rows = synthetic_rows(24, seed=3, families=families)
+    assert {family_of(r) for r in rows} == expected
+    assert sum(r["is_correct"] for r in rows) == 12  # valid/flawed pairs

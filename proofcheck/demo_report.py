@@ -1,0 +1,217 @@
+"""The demo's and the CPU recipe's reports: tables of the held-out numbers, the learning curve, plots.
+
+Everything here reads the GRPO run summary (`train/run.py`'s `run_summary.json`) or the demo's own
+records and prints or draws them; nothing trains or evaluates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def reward_plot(summary: dict[str, Any], path: Path) -> None:
+    plt = _plt()
+
+    steps = [r["step"] for r in summary["rewards"]]
+    rewards = [r["reward"] for r in summary["rewards"]]
+    window = 5
+    smooth = [sum(rewards[max(0, i - window + 1):i + 1]) / len(rewards[max(0, i - window + 1):i + 1])
+              for i in range(len(rewards))]
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    ax.plot(steps, rewards, marker=".", color="#4c72b0", alpha=0.4, label="per step")
+    ax.plot(steps, smooth, color="#c44e52", label=f"mean of last {window} steps")
+    ax.legend(fontsize=8)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("mean reward (weighted)")
+    ax.set_title("Training reward per step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+LEARNING_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "reward_mean", "first_error_step_accuracy")
+_SHORT = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR", "valid_rate": "valid",
+          "reward_mean": "reward", "first_error_step_accuracy": "1st-err"}
+
+
+def learning_table(evals: dict[str, dict[str, Any]], n_tasks: int, dtype: str,
+                   target: dict[str, Any] | None = None) -> None:
+    """Before/after with standard errors, in 80 columns; the title says which dtype trained."""
+    t = Table(title=f"Held-out tasks ({n_tasks} x {evals['before_grpo']['passes']} passes, same seed; trained in "
+                    f"{dtype}): mean +- SE")
+    t.add_column("metric")
+    for name in ("before GRPO", "after GRPO", "change"):
+        t.add_column(name, justify="right")
+    b, a = evals["before_grpo"], evals["after_grpo"]
+
+    def cell(m: dict[str, Any], k: str) -> str:
+        if m.get(k) is None:
+            return "-"
+        se = m.get(f"{k}_se")
+        return f"{m[k]:.3f}" + (f" +-{se:.3f}" if se is not None else "")
+
+    for k in LEARNING_KEYS:
+        delta = "-" if b.get(k) is None or a.get(k) is None else f"{a[k] - b[k]:+.3f}"
+        t.add_row(_SHORT[k], cell(b, k), cell(a, k), delta)
+    console.print(t)
+    console.print(learning_verdict(b, a, target))
+
+
+def family_table(evals: dict[str, dict[str, Any]]) -> None:
+    """Held-out numbers per proof family, before and after GRPO (only when the set has several)."""
+    before, after = evals["before_grpo"].get("by_family") or {}, evals["after_grpo"].get("by_family") or {}
+    if len(after) < 2:
+        return
+    t = Table(title="Held-out tasks by proof family (rough Balanced F1 before -> after GRPO; after: TPR, TNR, valid)")
+    for col in ("family", "n", "Bal-F1", "TPR", "TNR", "valid"):
+        t.add_column(col, justify="left" if col == "family" else "right")
+
+    def num(x: Any) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    for fam, m in after.items():
+        b = before.get(fam, {})
+        t.add_row(fam, str(m["n_proofs"]), f"{num(b.get('rough_bal_f1'))} -> {num(m['rough_bal_f1'])}",
+                  num(m["rough_tpr"]), num(m["rough_tnr"]), num(m["valid_rate"]))
+    console.print(t)
+
+
+# what the 20-minute demo and the long CPU recipe aim for (held-out, after GRPO)
+DEMO_TARGET = {"rough_bal_f1": 0.6, "rough_tnr": 0.5, "gain": 0.10, "valid_rate": None}
+FULL_TARGET = {"rough_bal_f1": 0.8, "rough_tnr": 0.6, "gain": 0.10, "valid_rate": 0.95}
+
+
+def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict[str, Any] | None = None) -> str:
+    """A plain reading of the before/after numbers against the target, whichever way they went."""
+    target = target or DEMO_TARGET
+    f0, f1 = before.get("rough_bal_f1") or 0.0, after.get("rough_bal_f1") or 0.0
+    tnr = after.get("rough_tnr") or 0.0
+    v0, v1 = before.get("valid_rate") or 0.0, after.get("valid_rate") or 0.0
+    valid = ((v1 >= target["valid_rate"], f"valid rate {v1:.3f} (target >= {target['valid_rate']})")
+             if target.get("valid_rate") is not None else (v1 >= v0, f"valid rate {v0:.3f} -> {v1:.3f} (target: not lower)"))
+    checks = [(f1 >= target["rough_bal_f1"], f"Balanced F1 after GRPO {f1:.3f} (target >= {target['rough_bal_f1']})"),
+              (tnr >= target["rough_tnr"], f"TNR {tnr:.3f} (target >= {target['rough_tnr']})"),
+              (f1 - f0 >= target["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{target['gain']})"), valid]
+    met = [text for ok, text in checks if ok]
+    missed = [text for ok, text in checks if not ok]
+    if not missed:
+        return "Target met: " + "; ".join(met) + "."
+    return ("Target NOT met: " + "; ".join(missed) + "." + (" Met: " + "; ".join(met) + "." if met else ""))
+
+
+def final_report(cfg: Any, scores: dict[str, Any], timings: dict[str, float]) -> None:
+    p, v = scores["prover"], scores["verifier"]
+
+    def num(x: Any) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    what = "tiny random model: a pipeline check" if cfg.model == "tiny" else \
+        f"trained on the {cfg.families or 'chain'} curriculum" + (f" without {cfg.exclude_family}" if cfg.exclude_family else "")
+    t = Table(title=f"Shipped data scored through `proofcheck serve` ({what})")
+    t.add_column("run")
+    t.add_column("result")
+    t.add_row(f"ProverBench, {cfg.passes}-pass unanimity",
+              f"pessimistic {num(p.get('pessimistic'))}, pass_any_sample {num(p.get('pass_any_sample'))}, "
+              f"valid {num(p.get('verifier_valid_rate'))}, {p.get('n_cancelled_passes', 0)} passes cancelled early")
+    t.add_row("VerifierBench", f"rough Balanced F1 {num(v.get('rough_bal_f1'))}, valid "
+              f"{num(v.get('verifier_valid_rate'))}, meta Balanced F1 {num(v.get('meta_ver_bal_f1'))}")
+    console.print(t)
+    for name in ("prover", "verifier"):
+        console.print(f"  {name}: report {cfg.workdir / name / 'report.md'}, plots {cfg.workdir / name}/*.png")
+    console.print(f"  reward per step: {cfg.workdir / 'reward_per_step.png'}; learning curve: "
+                  f"{cfg.workdir / 'learning_curve.png'}; summary {cfg.workdir / 'summary.json'}")
+    times = Table(title="Stage times")
+    times.add_column("stage")
+    times.add_column("seconds", justify="right")
+    for name, sec in timings.items():
+        times.add_row(name, f"{sec:.1f}")
+    times.add_row("total", f"{sum(timings.values()):.1f}")
+    console.print(times)
+
+
+def step_split_table(split: dict[str, float] | None) -> None:
+    if not split:
+        return
+    t = Table(title=f"GRPO step split (median of {split['steps_timed']} steps)")
+    t.add_column("part")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    names = {"generation": "generation (vLLM)", "weight_sync": "weight sync", "reward": "reward",
+             "train": "log-probs + backward + optimizer"}
+    for k, label in names.items():
+        t.add_row(label, f"{split[k]:.2f}", f"{split[f'{k}_share']:.0%}")
+    t.add_row("step", f"{split['total']:.2f}", "")
+    console.print(t)
+
+
+CURVE_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate")
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def curve_plot(summary: dict[str, Any], path: Path) -> Path | None:
+    """The learning curve as a PNG: held-out Balanced F1, TPR, TNR and valid rate (with standard
+    errors) and the training reward against the GRPO step. None when the run has no curve."""
+    curve = summary.get("curve") or []
+    if not curve:
+        return None
+    plt = _plt()
+    fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(10, 3.6))
+    steps = [c["step"] for c in curve]
+    for k, color in zip(CURVE_KEYS, ("#c44e52", "#4c72b0", "#55a868", "#8172b2"), strict=True):
+        ys = [c.get(k) for c in curve]
+        ses = [c.get(f"{k}_se") or 0.0 for c in curve]
+        if all(y is None for y in ys):
+            continue
+        ys = [float("nan") if y is None else y for y in ys]
+        ax.errorbar(steps, ys, yerr=ses, marker="o", ms=3, capsize=2, color=color, label=_SHORT[k])
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("GRPO step")
+    ax.set_title(f"Held-out, first {curve[0]['n_proofs']} proofs x {curve[0]['n_passes'] // max(1, curve[0]['n_proofs'])} passes")
+    ax.legend(fontsize=8, ncol=2)
+    rewards = summary.get("rewards") or []
+    if rewards:
+        ax_r.plot([r["step"] for r in rewards], [r["reward"] for r in rewards], marker=".", color="#4c72b0")
+    ax_r.plot(steps, [c.get("reward_mean") for c in curve], marker="o", color="#c44e52", label="held-out reward")
+    ax_r.set_xlabel("GRPO step")
+    ax_r.set_title("Reward: training batches (blue), held-out (red)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def curve_table(summary: dict[str, Any]) -> str | None:
+    """Print the learning curve, one row per evaluation; returns where it stands in one line."""
+    curve = summary.get("curve") or []
+    if not curve:
+        return None
+    t = Table(title=f"Learning curve (held-out, the same {curve[0]['n_proofs']} proofs every time: mean, SE)")
+    t.add_column("step", justify="right")
+    for k in (*CURVE_KEYS, "reward_mean"):
+        t.add_column(_SHORT[k], justify="right")
+    for c in curve:
+        t.add_row(str(c["step"]), *(("-" if c.get(k) is None else f"{c[k]:.2f}" +
+                                     (f" {c[k + '_se']:.2f}" if c.get(k + "_se") is not None else ""))
+                                    for k in (*CURVE_KEYS, "reward_mean")))
+    console.print(t)
+    best = max(curve, key=lambda c: c.get("rough_bal_f1") or 0.0)
+    last = curve[-1]
+    trend = "still rising" if best is last and len(curve) > 2 else \
+        f"best at step {best['step']} ({best.get('rough_bal_f1') or 0:.2f})"
+    return (f"curve: Balanced F1 {curve[0].get('rough_bal_f1') or 0:.2f} at step {curve[0]['step']} -> "
+            f"{last.get('rough_bal_f1') or 0:.2f} at step {last['step']} ({trend}); TPR {last.get('rough_tpr') or 0:.2f}, "
+            f"TNR {last.get('rough_tnr') or 0:.2f}")
