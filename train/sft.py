@@ -132,6 +132,24 @@ def steps_that_fit(first_step_s: float, seconds_left: float, max_steps: int, min
     return max(min_steps, min(max_steps, 1 + more))
 
 
+def _replan(plan: dict[str, Any], durations: list[float], left: float, step: int, max_steps: int,
+            budget_s: float, log: Any, current: int) -> int:
+    """The step count that fits: the steps done plus what the seconds left hold at the median step so far.
+
+    Re-planned at steps 1, 2, 4, 8, ...: a first step slowed by other work on the machine (another
+    process, a cold cache) no longer fixes the whole run's length."""
+    import statistics
+
+    median = statistics.median(durations)
+    total = step - 1 + steps_that_fit(median, left, max_steps - step + 1) if step < max_steps else step
+    total = max(step, min(max_steps, total))
+    plan.setdefault("replans", []).append({"at_step": step, "median_step_s": round(median, 2), "steps": total})
+    if step == 1 or total != current:
+        log(f"[proofcheck] sft plan at step {step}: {median:.1f} s/step (median), {max(0.0, left):.0f} s left of "
+            f"the {budget_s:.0f} s budget -> {total} of at most {max_steps} steps")
+    return total
+
+
 def _schedule(step: int, total: int) -> float:
     """Linear warm-up over the first 5% of `total` steps, then cosine decay to 0 at `total`."""
     warm = max(1, total // 20)
@@ -190,7 +208,8 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     order: list[list[int]] = []  # batches of example indices, an epoch at a time
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     plan: dict[str, Any] = {"max_steps": steps, "dtype": choice.record(), "time_budget_s": time_budget_s}
-    t0 = time.perf_counter()
+    t0 = t_step = time.perf_counter()
+    durations: list[float] = []
     step = 0
     while step < total[0]:
         if not order:
@@ -204,13 +223,13 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
         sched.step()
         opt.zero_grad(set_to_none=True)
         step += 1
+        durations.append(time.perf_counter() - t_step)
+        t_step = time.perf_counter()
         if step == 1:
-            plan["first_step_s"] = round(time.perf_counter() - t0, 2)
-            if time_budget_s is not None:
-                left = time_budget_s - (time.perf_counter() - started) - SAVE_RESERVE_S
-                total[0] = steps_that_fit(plan["first_step_s"], left, steps)
-                log(f"[proofcheck] sft plan: first step {plan['first_step_s']:.1f} s, {max(0.0, left):.0f} s "
-                    f"left of the {time_budget_s:.0f} s budget -> {total[0]} of at most {steps} steps")
+            plan["first_step_s"] = round(durations[0], 2)
+        if time_budget_s is not None and step & (step - 1) == 0:  # re-planned at steps 1, 2, 4, 8, ...
+            total[0] = _replan(plan, durations, time_budget_s - (time.perf_counter() - started) - SAVE_RESERVE_S,
+                               step, steps, time_budget_s, log, total[0])
         log(f"[proofcheck] sft step {step}/{total[0]} loss {loss.item():.4f} "
             f"({(time.perf_counter() - t0) / step:.1f} s/step)")
     plan.update(steps=step, train_s=round(time.perf_counter() - t0, 1))

@@ -48,3 +48,20 @@ def test_sft_cli_refuses_an_unknown_family_before_loading_anything(capsys) -> No
 
     assert main(["--model", "no-such-model", "--out", "unused", "--families", "linear,geometry"]) == 2
     assert "unknown proof family 'geometry'; choose from chain" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("durations", "left", "step", "max_steps", "median", "expected"), [
+    ([100.0], 1000.0, 1, 400, 100.0, 11),                  # a slow first step: 1 done + 10 more
+    ([100.0, 30.0], 1000.0, 2, 400, 65.0, 17),             # 2 done + 15 more
+    ([100.0, 30.0, 30.0, 30.0], 900.0, 4, 400, 30.0, 34),  # the slow first step no longer counts: 4 + 30
+    ([30.0] * 8, 9000.0, 8, 40, 30.0, 40),                 # never past the most steps
+    ([30.0] * 4, 0.0, 4, 40, 30.0, 4),                     # nothing left: stop where it is
+])
+def test_sft_replans_from_the_median_step(durations, left, step, max_steps, median, expected) -> None:
+    from proofcheck.train.sft import _replan
+
+    plan: dict = {}
+    lines: list[str] = []
+    assert _replan(plan, durations, left, step, max_steps, 5000.0, lines.append, 0) == expected
+    assert plan["replans"] == [{"at_step": step, "median_step_s": median, "steps": expected}]
+    assert f"-> {expected} of at most {max_steps} steps" in lines[0]
