@@ -25,6 +25,11 @@ REQUIRED_KEYS = ("model", "serve.service_vs_engine", "serve.vs_naive_loop", "ser
                  "serve.early_reject_decision_agreement", "serve.decode_vs_roofline", "train.colocate_vs_hf_generate")
 
 
+# scripts with their own report, not run by `make bench`: the ablations train 5 arms x 2+ seeds
+# (tens of minutes even with --quick) and write benchmarks/ABLATIONS.md themselves
+OWN_COMMANDS = ("run_all.py", "ablate.py")
+
+
 def machine() -> str:
     import os
 
@@ -44,7 +49,7 @@ def main() -> int:
     ap.add_argument("--json", metavar="FILE", help="also write every figure under fixed keys to this JSON file")
     ap.add_argument("--only", help="comma-separated benchmark names to run (default: all)")
     args = ap.parse_args()
-    scripts = sorted(p for p in HERE.glob("*.py") if p.name != "run_all.py" and not p.name.startswith("_"))
+    scripts = sorted(p for p in HERE.glob("*.py") if p.name not in OWN_COMMANDS and not p.name.startswith("_"))
     if args.only:
         wanted = {n.strip().removesuffix(".py") for n in args.only.split(",") if n.strip()}
         unknown = wanted - {p.stem for p in scripts}

@@ -1,4 +1,4 @@
-"""TRL reward functions: `MetaVerifierReward` and `FormatReward` (SPEC section 4).
+"""TRL reward functions: `MetaVerifierReward`, `PolarityReward` and `FormatReward` (SPEC section 4).
 
 Both follow TRL's batched signature `fn(completions, **kwargs) -> list[float | None]`, where
 kwargs carry the dataset columns (`annotation` as JSON text or a dict, `n_steps`, `problem`,
@@ -198,8 +198,33 @@ class AsyncMetaVerifierReward(MetaVerifierReward):
         return asyncio.run(self(completions, **kwargs))
 
 
+POLARITY_SCALE = Scale("polarity", 1.0, 1.0, 1.0, 0.0)
+
+
+class PolarityReward(MetaVerifierReward):
+    """The binary baseline of the reward ablation: 1.0 when the verdict's polarity is right (a valid
+    output that accepts a correct proof or rejects a flawed one, whichever steps it flags), else 0.0.
+
+    The structural grader with every matching level scored 1 (`POLARITY_SCALE`): an invalid or
+    cut-off output is 0 as in every reward, a grader failure is None (TRL drops it), never 0.
+    Registered as `polarity`; it takes no options (`reward_scale` applies to `meta_verifier` only).
+
+    Example:
+        >>> from proofcheck.parsing import format_verdict
+        >>> fn = PolarityReward()
+        >>> ann = '{"first_fatal_error_step": 1, "recoverable_error_steps": [-1]}'
+        >>> fn([format_verdict("bad", [(2, "x")], 2), format_verdict("fine", [], -1)],
+        ...    annotation=[ann, ann], n_steps=[3, 3])
+        [1.0, 0.0]
+    """
+
+    def __init__(self, name: str = "polarity") -> None:
+        super().__init__(mode="structural", scale=POLARITY_SCALE, name=name)
+
+
 REWARD_FUNCTIONS: dict[str, type] = {
     "meta_verifier": MetaVerifierReward,
+    "polarity": PolarityReward,
     "format": FormatReward,
 }
 

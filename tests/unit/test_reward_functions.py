@@ -18,6 +18,7 @@ from proofcheck.reward.functions import (
     AsyncMetaVerifierReward,
     FormatReward,
     MetaVerifierReward,
+    PolarityReward,
     completion_text,
     get_reward_function,
 )
@@ -142,12 +143,34 @@ def test_bad_configuration_raises(kwargs: dict[str, Any], match: str) -> None:
     ("meta_verifier", {"mode": "hybrid", "judge_endpoint": "http://h/v1", "judge_model": "j"},
      AsyncMetaVerifierReward),
     ("format", {}, FormatReward),
+    ("polarity", {}, PolarityReward),
     ("proofcheck.reward.functions:FormatReward", {}, FormatReward),
     ("proofcheck.reward.functions.MetaVerifierReward", {"scale": "benchmark"}, MetaVerifierReward),
 ])
 def test_registry_and_dotted_paths(name: str, kwargs: dict[str, Any], cls: type) -> None:
     assert type(get_reward_function(name, **kwargs)) is cls
-    assert set(REWARD_FUNCTIONS) == {"meta_verifier", "format"}
+    assert set(REWARD_FUNCTIONS) == {"meta_verifier", "polarity", "format"}
+
+
+_FLAWED = '{"first_fatal_error_step": 1, "recoverable_error_steps": [-1]}'
+_VALID = '{"first_fatal_error_step": -1, "recoverable_error_steps": [-1]}'
+
+
+@pytest.mark.parametrize(("text", "annotation", "finish", "expected"), [
+    # hand-written: polarity right at any level -> 1, wrong polarity or invalid -> 0
+    (format_verdict("step 1", [(1, "x")], 1), _FLAWED, "stop", 1.0),      # exact match
+    (format_verdict("step 2", [(2, "x")], 2), _FLAWED, "stop", 1.0),      # poor match: still the right polarity
+    (format_verdict("fine", [], -1), _FLAWED, "stop", 0.0),               # accepts a flawed proof
+    (format_verdict("fine", [], -1), _VALID, "stop", 1.0),
+    (format_verdict("step 0", [(0, "x")], 0), _VALID, "stop", 0.0),       # rejects a valid proof
+    (format_verdict("fine", [], -1), _VALID, "length", 0.0),              # cut off: invalid
+    ("no answer here", _VALID, "stop", 0.0),
+])
+def test_polarity_reward_is_binary(text: str, annotation: str, finish: str, expected: float) -> None:
+    fn = PolarityReward()
+    assert fn([text], annotation=[annotation], n_steps=[3], finish_reason=[finish]) == [expected]
+    assert pickle.loads(pickle.dumps(fn))([text], annotation=[annotation], n_steps=[3],
+                                          finish_reason=[finish]) == [expected]
 
 
 def test_dotted_path_to_a_plain_function() -> None:

@@ -1,0 +1,71 @@
+"""`benchmarks/ablate.py`, --quick-shaped on the tiny model at the smallest sizes: every arm trains (one
+GRPO step; the control continues SFT), is evaluated on the held-out proofs, and lands in the JSON (fixed
+keys) and in ABLATIONS.md; the repaired arm's rows come through `proofcheck data repair`; the k-pass curve
+is drawn from a served verifier. Plumbing only: no learning result is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ARMS = ("graded", "binary", "benchmark_scale", "repaired", "sft_control")
+METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate")
+TOP_KEYS = {"schema", "command", "machine", "model", "config", "eval", "stats_rule", "reference_arm", "sft_start",
+            "arms", "repair", "kpass", "stage_times_s", "comparisons", "total_s", "plots"}
+
+
+@pytest.mark.slow
+def test_every_arm_trains_evaluates_and_lands_in_the_report(tmp_path):
+    out, report_dir, js = tmp_path / "abl", tmp_path / "report", tmp_path / "ablations.json"
+    cmd = [sys.executable, str(REPO / "benchmarks" / "ablate.py"), "--quick", "--model", "tiny", "--seeds", "0",
+           "--steps", "1", "--out", str(out), "--report-dir", str(report_dir), "--json", str(js),
+           "--sizes", "sft_tasks=8,sft_steps=2,grpo_tasks=8,eval_tasks=4,eval_passes=2,repair_pairs=2,"
+                      "kpass_tasks=4,kpass_max=2,max_tokens=16,repaired_share=0.5",
+           "--grpo-override", "use_vllm=false", "--grpo-override", "max_completion_length=16",
+           "--grpo-override", "eval_max_new_tokens=16"]
+    got = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=REPO)
+    assert got.returncode == 0, got.stdout[-4000:] + got.stderr[-4000:]
+    report = json.loads(js.read_text())
+    assert set(report) == TOP_KEYS and report["schema"] == "proofcheck.ablations/1"
+    assert list(report["arms"]) == list(ARMS)
+    for arm in ARMS:
+        (run,) = report["arms"][arm]["runs"]
+        assert run["seed"] == 0 and run["after"]["n_proofs"] == 4, arm
+        assert all(m in run["after"] and f"{m}_se" in run["after"] for m in METRICS), arm
+        assert set(report["arms"][arm]["summary"]) == set(METRICS), arm
+        assert run["steps"] >= 1 if arm == "sft_control" else run["steps"] == 1, arm  # control: SFT steps
+    # each GRPO arm trained its one step on its own overrides; the control trained SFT steps for its time
+    # (only `graded` evaluates the shared SFT start too)
+    for arm in ARMS[:4]:
+        summary = json.loads((out / "runs" / f"{arm}-s0" / "run_summary.json").read_text())
+        assert summary["global_step"] == 1, arm
+        assert [e["step"] for e in summary["eval_history"]] == ([0, 1] if arm == "graded" else [1]), arm
+    assert report["sft_start"]["rough_bal_f1"]["n"] == 1
+    assert "rewards/polarity/mean" in (out / "logs" / "binary-s0.log").read_text()  # the binary reward trained
+    assert "rewards/polarity/mean" not in (out / "logs" / "graded-s0.log").read_text()
+    assert (out / "runs" / "sft_control-s0" / "model" / "config.json").is_file()
+    assert report["arms"]["sft_control"]["runs"][0]["time_budget_s"] >= 1
+    # repaired positives: through the repair path, same row count as every other arm
+    rep = report["repair"]
+    assert rep["n_accepted"] == 2 and rep["n_used"] == 2 and rep["rows"] == 8
+    rows = [json.loads(x) for x in (out / "data" / "grpo_repaired.jsonl").read_text().splitlines()]
+    assert sum(r["origin"] == "repaired" for r in rows) == 2 and sum(r["is_correct"] for r in rows) == 4
+    # k-pass curve: every rule at k = 1, 2, on held-out and shipped annotated proofs
+    kp = report["kpass"]
+    assert kp["ks"] == [1, 2] and kp["heldout_n"] == 4 and kp["annotated_n"] == 48
+    for where in ("heldout", "annotated"):
+        assert set(kp[where]) == {"unanimous", "majority", "any"}
+        for per_k in kp[where].values():
+            assert set(per_k) == {"1", "2"}
+            assert {"tpr", "tnr", "bal_f1", "tokens_per_proof"} <= set(per_k["2"])
+    assert set(report["comparisons"]) == set(ARMS[1:])
+    md = (report_dir / "ABLATIONS.md").read_text()
+    for arm in ARMS:
+        assert f"| {arm} |" in md, arm
+    assert "k-pass curve" in md and report["command"].startswith("python benchmarks/ablate.py")
+    assert all(Path(p).is_file() for p in report["plots"]) and len(report["plots"]) == 2
