@@ -99,3 +99,25 @@ def mix(items: list[T], ratios: Mapping[str, float] | None, size: int | None, se
     if not out:
         raise MixError(f"the mix {dict(ratios)} with size {size} selects no training row")
     return out
+
+
+def polarity_pairs(items: list[T], is_valid: Callable[[T], bool], seed: int) -> list[T]:
+    """`items` reordered as (valid, flawed) pairs, each pair in random order, the pairs in the order
+    the items came (the rest of the larger class at the end).
+
+    Read in order, every run of an even number of items from the start of a pair is half valid, so a
+    GRPO batch of an even number of prompts is balanced exactly (with the trainer's own shuffling off):
+    a batch of only valid proofs pays for accepting everything, one of only flawed proofs for
+    rejecting everything.
+
+    >>> polarity_pairs([1, 3, 5, 2, 7, 4], lambda x: x % 2 == 0, seed=0)
+    [1, 2, 3, 4, 5, 7]
+    """
+    rng = random.Random(seed)
+    valid = [it for it in items if is_valid(it)]
+    flawed = [it for it in items if not is_valid(it)]
+    out: list[T] = []
+    for v, f in zip(valid, flawed, strict=False):
+        out += [v, f] if rng.random() < 0.5 else [f, v]
+    n = min(len(valid), len(flawed))
+    return out + valid[n:] + flawed[n:]

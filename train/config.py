@@ -64,6 +64,11 @@ class ProofcheckScriptArguments:
     train_size: int | None = field(default=None, metadata=_help(
         "Training-set size when mix_ratios is set (origins that are too small are repeated). Unset = the "
         "largest size that repeats no row."))
+    balanced_batches: bool = field(default=False, metadata=_help(
+        "Order the training rows as (valid, flawed) pairs so every GRPO batch of an even number of prompts is half "
+        "valid, which guards against drifting to always-accept or always-reject. Needs shuffle_dataset: false (the "
+        "trainer's own shuffling would undo the order) and an even number of prompts per batch "
+        "(per_device_train_batch_size / num_generations)."))
     mix_seed: int = field(default=0, metadata=_help(
         "Seed for synthetic tasks, the eval hold-out and the mix (the training seed is GRPOConfig.seed)."))
     include_reference_solution: bool = field(default=False, metadata=_help(
@@ -109,7 +114,7 @@ class ProofcheckScriptArguments:
 
     # --- rewards ----------------------------------------------------------------------------
     reward_funcs: list[str] = field(default_factory=lambda: ["meta_verifier", "format"], metadata=_help(
-        "Reward functions: names from proofcheck.reward.functions.REWARD_FUNCTIONS (meta_verifier, format) "
+        "Reward functions: names from proofcheck.reward.functions.REWARD_FUNCTIONS (meta_verifier, format, polarity) "
         "or dotted paths `package.module:Class`. Weights: GRPOConfig.reward_weights, one per function."))
     reward_mode: str = field(default="structural", metadata=_help(
         "Meta-verifier grader: structural (step indices, no model), judge (LLM judge) or hybrid "
@@ -312,6 +317,15 @@ def check_compatible(script: ProofcheckScriptArguments, training: Any, model: An
     if script.eval_constrain_format and not (training.use_vllm and training.vllm_mode == "colocate"):
         errs.append("eval_constrain_format needs the colocated vLLM engine (structured outputs): set use_vllm: true "
                     "and vllm_mode: colocate, or eval_constrain_format: false")
+    if script.balanced_batches:
+        if getattr(training, "shuffle_dataset", True):
+            errs.append("balanced_batches orders the rows in valid/flawed pairs, and the trainer's shuffling would undo "
+                        "it: set shuffle_dataset: false")
+        prompts = training.per_device_train_batch_size // max(1, training.num_generations)
+        if prompts % 2:
+            errs.append(f"balanced_batches needs an even number of prompts per batch; per_device_train_batch_size "
+                        f"{training.per_device_train_batch_size} / num_generations {training.num_generations} = "
+                        f"{prompts}: change either")
     if training.use_vllm and training.vllm_mode not in ("colocate", "server"):
         errs.append(f"vllm_mode={training.vllm_mode!r}: choose colocate or server")
     if errs:

@@ -181,6 +181,8 @@ def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
         train = assembly.mix(train_pool, ratios, args.train_size, args.mix_seed, origin_of=_origin)
     except assembly.MixError as e:
         raise ConfigError(f"mix_ratios={args.mix_ratios}, train_size={args.train_size}: {e}") from e
+    if args.balanced_batches:
+        train = assembly.polarity_pairs(train, lambda r: bool(r["is_correct"]), args.mix_seed)
     rng = random.Random(args.mix_seed + 1)
     eval_rows = list(eval_rows)
     rng.shuffle(eval_rows)

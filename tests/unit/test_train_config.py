@@ -74,8 +74,11 @@ def test_reward_kwargs(name: str, expected: dict) -> None:
 
 
 class _Training:
-    def __init__(self, reward_weights=None, use_vllm=False, vllm_mode="colocate"):
+    def __init__(self, reward_weights=None, use_vllm=False, vllm_mode="colocate", shuffle_dataset=True,
+                 per_device_train_batch_size=16, num_generations=4):
         self.reward_weights, self.use_vllm, self.vllm_mode = reward_weights, use_vllm, vllm_mode
+        self.shuffle_dataset, self.per_device_train_batch_size = shuffle_dataset, per_device_train_batch_size
+        self.num_generations = num_generations
 
 
 class _Model:
@@ -91,6 +94,10 @@ class _Model:
     ({"save_merged": False}, _Training(), _Model(use_peft=False), "save_adapter without use_peft"),
     ({"save_merged": False}, _Training(), _Model(use_peft=True), None),
     ({}, _Training(use_vllm=True, vllm_mode="remote"), _Model(), "vllm_mode='remote'"),
+    ({"balanced_batches": True}, _Training(), _Model(), "set shuffle_dataset: false"),
+    ({"balanced_batches": True}, _Training(shuffle_dataset=False, per_device_train_batch_size=12), _Model(),
+     "12 / num_generations 4 = 3"),
+    ({"balanced_batches": True}, _Training(shuffle_dataset=False), _Model(), None),
 ])
 def test_check_compatible(script_kw: dict, training: _Training, model: _Model, fragment: str | None) -> None:
     script = ProofcheckScriptArguments(synthetic_count=1, **script_kw)
@@ -251,3 +258,17 @@ def test_synthetic_rows_of_the_chosen_families(families: list[str], expected: se
     rows = synthetic_rows(24, seed=3, families=families)
     assert {family_of(r) for r in rows} == expected
     assert sum(r["is_correct"] for r in rows) == 12  # valid/flawed pairs
+
+
+def test_balanced_batches_make_every_batch_half_valid() -> None:
+    """With balanced_batches the rows come in valid/flawed pairs: every batch of 4 prompts (TRL with
+    shuffle_dataset false takes them in order) is 2 valid + 2 flawed; without, the mix shuffles."""
+    from proofcheck.train.data import build_training_data
+
+    def batches(**kw: object) -> list[int]:
+        rows = build_training_data(ProofcheckScriptArguments(synthetic_count=96, eval_fraction=0.0,
+                                                             synthetic_families=["all"], **kw)).train
+        return [sum(r["is_correct"] for r in rows[i:i + 4]) for i in range(0, len(rows), 4)]
+
+    assert batches(balanced_batches=True) == [2] * 24
+    assert set(batches()) != {2}  # the shuffled mix leaves some batches one-sided or 3:1
