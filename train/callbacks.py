@@ -331,6 +331,8 @@ class VerifierEvalCallback(TrainerCallback):
                 trainer.model.train()
         self.timeline.append(("curve" if curve_only else "full", seconds))
         point = metrics if curve_only or n_rows == self.curve_samples else eval_metrics(results[:self.curve_samples])
+        # a run stopped early by its time budget may have had a curve point at its last step: the final one replaces it
+        self.curve = [c for c in self.curve if c["step"] != step]
         self.curve.append({"step": step, **{k: v for k, v in point.items() if k != "by_family"}})
         self.last_results = results  # per-proof trials of this evaluation (for callers and tests)
         entry = {"step": step, **metrics}

@@ -525,3 +525,7 @@ def test_learning_curve_points_verify_only_the_curve_rows_and_stay_out_of_the_hi
     assert [h["step"] for h in cb.history] == [0, 6] and [h["n_proofs"] for h in cb.history] == [4, 4]
     assert [(c["step"], c["n_proofs"], c["n_passes"]) for c in cb.curve] == [(0, 2, 4), (3, 2, 4), (6, 2, 4)]
     assert [scope for scope, _ in cb.timeline] == ["full", "curve", "full"]
+    # stopped early by the time budget: a curve point at step 9, then the final evaluation at step 9
+    cb.evaluate(9, curve_only=True)
+    cb.evaluate(9)
+    assert [c["step"] for c in cb.curve] == [0, 3, 6, 9] and [h["step"] for h in cb.history] == [0, 6, 9]
