@@ -260,3 +260,26 @@ def test_demo_scales_evaluation_and_scoring_by_the_measured_sft_step(first_step_
     plan.scale_work()
     assert (plan.eval_tasks, plan.passes, plan.repeats) == (eval_tasks, passes, repeats)
     assert plan.eval_tasks % 2 == 0
+
+
+@pytest.mark.parametrize(("total_s", "score_s", "says"), [
+    (1100.0, 300.0, None),                                          # within the budget: no blame
+    (1300.0, 500.0, "serving and scoring took 500 s of a 360 s reserve"),
+    (1300.0, 200.0, "slower than the smallest plan"),
+])
+def test_demo_plan_names_what_overran(total_s, score_s, says) -> None:
+    from proofcheck.demo import DemoConfig, Plan
+
+    plan = Plan(DemoConfig(), decide(AVX2))
+    line = plan.finish(total_s, score_s)
+    assert ("OVER by" in line) == (says is not None) and (says is None or says in line)
+    assert plan.record["within_budget"] == (says is None) and plan.record["score_s"] == score_s
+
+
+def test_the_long_recipe_never_scales_its_evaluation_down() -> None:
+    from proofcheck.demo import DemoConfig, Plan
+
+    plan = Plan(DemoConfig.full_recipe(), decide(AVX2))
+    plan.record["sft"] = {"first_step_s": 71.0}   # a slow first step on an AVX2 host
+    plan.scale_work()
+    assert (plan.eval_tasks, plan.passes, plan.repeats) == (128, 4, 1)
