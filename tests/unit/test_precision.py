@@ -264,7 +264,7 @@ def test_demo_scales_evaluation_and_scoring_by_the_measured_sft_step(first_step_
 
 @pytest.mark.parametrize(("total_s", "score_s", "says"), [
     (1100.0, 300.0, None),                                          # within the budget: no blame
-    (1300.0, 500.0, "serving and scoring took 500 s of a 360 s reserve"),
+    (1300.0, 500.0, "serving and scoring took 500 s of a 480 s reserve"),
     (1300.0, 200.0, "slower than the smallest plan"),
 ])
 def test_demo_plan_names_what_overran(total_s, score_s, says) -> None:
