@@ -346,6 +346,7 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     from _ablate_report import STATS_RULE, arm_stats, compare, kpass_curve, markdown, plots
 
     from proofcheck.data.loaders import SAMPLES_DIR, load_records
+    from proofcheck.demo import run_stage
     from proofcheck.precision import ENV_VAR, choose_dtype
 
     console = _console()
@@ -353,14 +354,8 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     times: dict[str, float] = {}
 
     def stage(name: str, fn: Any) -> Any:
-        console.rule(f"[bold]{name}")
-        t0 = time.perf_counter()
-        try:
-            result = fn()
-        except Exception as e:
-            raise RuntimeError(f"stage '{name}' failed: {type(e).__name__}: {e}") from e
-        times[name] = round(time.perf_counter() - t0, 1)
-        console.print(f"[green]done[/green] {name} ({times[name]:.0f} s)")
+        result = run_stage(name, fn, times)  # the demo's: rule, timing, failure naming the stage
+        times[name] = round(times[name], 1)
         return result
 
     choice = choose_dtype(None, device="cpu")

@@ -161,27 +161,33 @@ class _Clock:
         return self.now
 
 
+def _run_budget(cb, clock, curve_every: int = 0) -> list[int]:
+    """Steps of 10 s after 60 s of loading and evaluation; a 3 s curve point inside every
+    `curve_every`-th step. Returns the step the budget stopped after (or nothing)."""
+    state = SimpleNamespace(global_step=0, max_steps=50, is_world_process_zero=True)
+    for step in range(1, 20):
+        clock.now = 60.0 + 10.0 * step
+        state.global_step = step
+        control = SimpleNamespace(should_training_stop=False)
+        cb.on_step_begin(None, state, control)
+        if curve_every and step % curve_every == 0:
+            cb.eval_cb.timeline.append(("curve", 3.0))
+        cb.on_step_end(None, state, control)
+        if control.should_training_stop:
+            return [step]
+    return []
+
+
 def test_time_budget_stops_when_one_more_step_and_the_tail_would_not_fit() -> None:
     from proofcheck.train import budget as budget_mod
 
     ticks = iter([0.0, 10.0] * 20)   # every step takes 10 s
     clock = _Clock()
-    evals = SimpleNamespace(timeline=[("full", 40.0)])
-    cb = budget_mod.TimeBudgetCallback(200.0, evals, clock=clock, save_reserve_s=20.0, timer=lambda: next(ticks))
-    state = SimpleNamespace(global_step=0, max_steps=50, is_world_process_zero=True)
-    stopped = []
-    for step in range(1, 20):
-        clock.now = 60.0 + 10.0 * step          # 60 s of loading and evaluation before step 1
-        state.global_step = step
-        control = SimpleNamespace(should_training_stop=False)
-        cb.on_step_begin(None, state, control)
-        cb.on_step_end(None, state, control)
-        if control.should_training_stop:
-            stopped.append(step)
-            break
+    cb = budget_mod.TimeBudgetCallback(200.0, SimpleNamespace(timeline=[("full", 40.0)]), clock=clock,
+                                       save_reserve_s=20.0, timer=lambda: next(ticks))
     # after step k the clock says 60 + 10k; one more step (10) + final eval (40) + save (20) must fit in 200:
     # after step 7 they end at exactly 200 (fits), after step 8 at 210
-    assert stopped == [8]
+    assert _run_budget(cb, clock) == [8]
     assert cb.plan()["stopped_early_at"] == 8 and cb.plan()["median_step_s"] == 10.0
 
 
@@ -192,23 +198,10 @@ def test_time_budget_counts_the_final_full_evaluation_not_the_last_curve_point()
 
     ticks = iter([0.0, 10.0] * 20)
     clock = _Clock()
-    evals = SimpleNamespace(timeline=[("full", 40.0)])
-    cb = budget_mod.TimeBudgetCallback(200.0, evals, clock=clock, save_reserve_s=20.0, timer=lambda: next(ticks))
-    state = SimpleNamespace(global_step=0, max_steps=50, is_world_process_zero=True)
-    stopped = []
-    for step in range(1, 20):
-        clock.now = 60.0 + 10.0 * step
-        state.global_step = step
-        control = SimpleNamespace(should_training_stop=False)
-        cb.on_step_begin(None, state, control)
-        if step % 2 == 0:
-            evals.timeline.append(("curve", 3.0))  # a curve point during this step
-        cb.on_step_end(None, state, control)
-        if control.should_training_stop:
-            stopped.append(step)
-            break
+    cb = budget_mod.TimeBudgetCallback(200.0, SimpleNamespace(timeline=[("full", 40.0)]), clock=clock,
+                                       save_reserve_s=20.0, timer=lambda: next(ticks))
+    assert _run_budget(cb, clock, curve_every=2) == [8]  # as without curve points: tail = 40 + 20, not 3 + 20
     assert cb.step_s[:3] == [10.0, 7.0, 10.0]  # the step's 10 s less the 3 s curve point inside it
-    assert stopped == [8]  # as without curve points: tail = 40 + 20, not 3 + 20
 
 
 def test_time_budget_never_stops_the_last_step_or_a_run_that_fits() -> None:
