@@ -38,6 +38,7 @@ from proofcheck.verification import PassResult, VerificationResult, parse_pass, 
 
 SERVICE_NAME = "proofcheck-verify"
 DEFAULT_PASSES = 8
+DEFAULT_MAX_TOKENS = 1024  # per pass, where neither the caller nor a service sets it
 DEFAULT_RULE = "unanimous"
 
 
@@ -78,7 +79,7 @@ class Verifier:
     """k-pass pessimistic verification over any `PassEngine` (in-process or remote)."""
 
     def __init__(self, engine: PassEngine, *, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
-                 temperature: float = 1.0, max_tokens: int = 1024, model: str | None = None,
+                 temperature: float = 1.0, max_tokens: int = DEFAULT_MAX_TOKENS, model: str | None = None,
                  prompt_template: str | None = None, constrain: str | None = None, prompt_style: str = "full"):
         check_request(["x"], passes, rule)
         style_texts(prompt_style)  # an unknown style: ValueError naming the choices
@@ -128,11 +129,12 @@ class ServiceVerifier:
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
                  retry: RetryPolicy | None = None, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
-                 model: str | None = None):
+                 model: str | None = None, max_tokens: int | None = None):
         from proofcheck.serve.client import AsyncVerifyClient
 
         self.client = AsyncVerifyClient(url, api_key=api_key, timeout_s=timeout_s, retry=retry)
         self.passes, self.rule, self.model = passes, rule, model
+        self.max_tokens = max_tokens  # per pass, sent with every request; None = the service's --max-tokens
 
     async def verify(self, problem: str, steps: list[str], reference: str | None = None, passes: int | None = None,
                      rule: str | None = None, all_passes: bool = False, seed: int | None = None,
@@ -145,7 +147,7 @@ class ServiceVerifier:
         try:
             body = await self.client.verify(problem, steps=steps, reference_solution=reference, passes=k, rule=rule,
                                             all_passes=all_passes, seed=seed, model=model or self.model,
-                                            max_tokens=max_tokens)
+                                            max_tokens=max_tokens or self.max_tokens)
         except VerifyAPIError as e:
             from proofcheck.http_errors import EndpointError, EndpointStop, classify
             from proofcheck.verification import error_pass
@@ -212,9 +214,25 @@ def first_model(url: str, *, api_key: str | None = None, timeout_s: float = 10.0
                          f"({type(e).__name__}: {e}); name the served model with --endpoint-model") from e
 
 
+def check_service_settings(endpoint: str, health: dict[str, Any], prompt_style: str | None,
+                           max_tokens: int | None) -> None:
+    """Refuse, before any request, what a proofcheck service would refuse on every proof: another
+    prompt style than the one it renders, or more tokens per pass than its `--max-tokens`."""
+    if prompt_style is not None:
+        served = health.get("prompt_style") or "full"
+        if served != prompt_style:
+            raise ValueError(f"--prompt-style {prompt_style}: {endpoint} is a proofcheck service that renders "
+                             f"the {served} style; start it with --prompt-style {prompt_style}, or drop the flag")
+    limit = health.get("max_tokens")
+    if max_tokens is not None and limit is not None and max_tokens > limit:
+        raise ValueError(f"--max-tokens {max_tokens}: {endpoint} is a proofcheck service that allows at most {limit} "
+                         f"tokens per pass; pass --max-tokens {limit} or less (or drop it to use {limit}), or restart "
+                         "the service with a larger --max-tokens")
+
+
 def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind: str = "auto",
                   api_key: str | None = None, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
-                  temperature: float = 1.0, max_tokens: int = 1024, timeout_s: float = 600.0,
+                  temperature: float = 1.0, max_tokens: int | None = None, timeout_s: float = 600.0,
                   retry: RetryPolicy | None = None, lora: tuple[str, str] | None = None,
                   prompt_template: str | None = None, constrain: str | None = None,
                   chat_template_kwargs: dict[str, Any] | None = None, prompt_style: str | None = None,
@@ -235,7 +253,9 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     template's switches (Qwen3: `{"enable_thinking": True}`) on every prompt; a service applies the
     ones it was started with (`proofcheck serve --chat-template-kwargs`). `prompt_style` is our
     prompt's style (`proofcheck.protocol.PROMPT_STYLES`; None = "full"); a service renders its own,
-    reported in `GET /health`, and refuses a different one.
+    reported in `GET /health`, and refuses a different one. `max_tokens` is per pass: default
+    1024, or a service's own `--max-tokens` (a larger one than the service allows is refused here,
+    before any proof is sent).
     """
     if endpoint is None:
         if not model:
@@ -243,7 +263,7 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
         from proofcheck.serve.inprocess import InProcessEngine
 
         return Verifier(InProcessEngine(model, lora=lora, chat_template_kwargs=chat_template_kwargs, **engine_args),
-                        passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens,
+                        passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
                         prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or "full")
     if kind == "auto":
         kind = detect_endpoint(endpoint, api_key=api_key)
@@ -255,17 +275,14 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
             raise ValueError(f"{endpoint} is a proofcheck service: start it with --constrain-format instead")
         if chat_template_kwargs:
             raise ValueError(f"{endpoint} is a proofcheck service: start it with --chat-template-kwargs instead")
-        if prompt_style is not None:
-            served = (service_health(endpoint, api_key=api_key) or {}).get("prompt_style") or "full"
-            if served != prompt_style:
-                raise ValueError(f"--prompt-style {prompt_style}: {endpoint} is a proofcheck service that renders "
-                                 f"the {served} style; start it with --prompt-style {prompt_style}, or drop the flag")
+        health = service_health(endpoint, api_key=api_key) or {}
+        check_service_settings(endpoint, health, prompt_style, max_tokens)
         return ServiceVerifier(endpoint_root(endpoint), api_key=api_key, timeout_s=timeout_s, retry=retry,
-                               passes=passes, rule=rule, model=model)
+                               passes=passes, rule=rule, model=model, max_tokens=max_tokens or health.get("max_tokens"))
     if kind != "vllm":
         raise ValueError(f"kind: expected auto, service or vllm, got {kind!r}")
     name = model or first_model(endpoint, api_key=api_key)
     engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry,
                           chat_template_kwargs=chat_template_kwargs)
-    return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens,
+    return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
                     prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or "full")

@@ -38,7 +38,8 @@ def _add_verifier_args(p: argparse.ArgumentParser) -> None:
                    "message with {problem}, {human_solution}, {solution}); its hash is kept in the manifest")
     add_prompt_style(p)
     p.add_argument("--concurrency", type=int, default=4, help="proofs verified at once")
-    p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per verifier pass")
+    p.add_argument("--max-tokens", type=int, default=None, help="max tokens per verifier pass (default: 1024; "
+                   "against a proofcheck service, the service's own --max-tokens, which is also the most it allows)")
     p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same passes on vLLM)")
     p.add_argument("--out", required=True, help="run folder: records.jsonl, summary.json, report.md, *.png")
     add_chat_template_kwargs(p)  # e.g. Qwen3's thinking switch, set explicitly
@@ -159,7 +160,7 @@ def _prover(args: argparse.Namespace) -> int:
         verifier, verifier_id = _make_verifier(args, template, style)
         summary = score_prover(args.problems, args.submissions, verifier, verifier_id, args.out,
                                passes=args.passes, rule=args.rule, concurrency=args.concurrency, resume=args.resume,
-                               max_tokens=args.max_tokens, seed=args.seed, prompt_hash=phash)
+                               max_tokens=verifier.max_tokens, seed=args.seed, prompt_hash=phash)
     except UsageError as e:
         return fail(str(e), EXIT_USAGE)
     except EndpointStop as e:
@@ -244,7 +245,7 @@ def _verifier(args: argparse.Namespace) -> int:
             judge_id += f" prompt_sha256:{prompt_sha256(judge_template)}"
         summary = score_verifier(args.data, verifier, verifier_id, args.out, repeats=args.repeats,
                                  grader=grader, judge_id=judge_id,
-                                 concurrency=args.concurrency, resume=args.resume, max_tokens=args.max_tokens,
+                                 concurrency=args.concurrency, resume=args.resume, max_tokens=verifier.max_tokens,
                                  seed=args.seed, with_reference=args.with_reference, prompt_hash=phash)
     except UsageError as e:
         return fail(str(e), EXIT_USAGE)

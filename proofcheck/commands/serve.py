@@ -29,11 +29,16 @@ from proofcheck.commands._common import (
 RULE_CHOICES = ("unanimous", "majority", "any")
 
 
-def _add_verify_options(p: argparse.ArgumentParser) -> None:
+def _add_verify_options(p: argparse.ArgumentParser, client: bool = False) -> None:
+    """The pass settings `serve` starts with (its defaults and limits) and `verify` asks for (`client`)."""
     p.add_argument("--passes", type=int, default=8, help="verifier passes per proof (k)")
     p.add_argument("--rule", choices=RULE_CHOICES, default="unanimous",
                    help="decision rule: unanimous = accept iff all k passes are valid accepts")
-    p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per pass")
+    if client:
+        p.add_argument("--max-tokens", type=int, default=None, help="max tokens per pass (default: 1024; against "
+                       "our service, the service's own --max-tokens, which is also the most it allows)")
+    else:
+        p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per pass (the most a request may ask)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the passes")
     add_chat_template_kwargs(p)
     add_prompt_style(p)
@@ -96,7 +101,7 @@ def register(sub: Any) -> None:
     v.add_argument("--seed", type=int, help="sampling seed")
     v.add_argument("--lora", metavar="NAME=PATH", help="with --model: apply this LoRA adapter")
     add_json(v)
-    _add_verify_options(v)
+    _add_verify_options(v, client=True)
     v.set_defaults(handler=_verify)
 
 

@@ -184,3 +184,29 @@ def test_metrics(service_url: str) -> None:
         assert name in text
     assert 'proofcheck_decisions_total{decision="accept",rule="unanimous"}' in text
     assert 'route="/v1/verify"' in text
+
+
+@pytest.mark.parametrize("asked, sent", [(None, 64), (32, 32), (64, 64)])
+def test_make_verifier_over_the_service_sends_the_token_limit(asked: int | None, sent: int) -> None:
+    """`score --max-tokens` against a service reaches the engine; without it the service's own limit is used."""
+    GATE.set()
+    with ScriptedServer(responder) as engine_srv:
+        engine = RemoteEngine(engine_srv.url, "scripted", retry=RetryPolicy(max_retries=1, base_delay_s=0.01))
+        service = VerificationService(Verifier(engine, max_tokens=64, model="scripted"), engine_kind="remote",
+                                      model_names=["scripted"])
+        with ServerThread(create_app(service)) as srv:
+            v = make_verifier(endpoint=srv.url, max_tokens=asked)
+
+            async def run():
+                try:
+                    return await v.verify("p", ["a"], passes=2, all_passes=True)
+                finally:
+                    await v.aclose()
+            r = asyncio.run(run())
+        assert r.decision == "accept" and v.max_tokens == sent
+        assert [c["max_tokens"] for c in engine_srv.calls] == [sent] * len(engine_srv.calls) and engine_srv.calls
+
+
+def test_make_verifier_refuses_more_tokens_than_the_service_allows(service_url: str) -> None:
+    with pytest.raises(ValueError, match=r"--max-tokens 100: .* at most 64 tokens per pass; pass --max-tokens 64"):
+        make_verifier(endpoint=service_url, api_key=KEY, max_tokens=100)
