@@ -324,23 +324,24 @@ class Plan:
         return max(0.0, self.left() - self.cfg.score_reserve_s) * self.cfg.sft_share
 
     def scale_work(self) -> None:
-        """Size the held-out evaluation and the scoring to this machine, from SFT's measured first step.
+        """Size the held-out evaluation and the scoring to this machine, from SFT's median step.
 
-        On a 2-core AVX2 CPU in fp32 the first step is ~3x the reference and vLLM decodes ~50 tok/s
+        On a 2-core AVX2 CPU in fp32 an SFT step is ~3x the reference and vLLM decodes ~50 tok/s
         for 128 verifier passes: 64 proofs x 4 passes took ~9 minutes per evaluation, twice, and
         8-pass scoring of the shipped data as long again. The speed ratio r = reference / measured
         (at most 1) shrinks the held-out proofs (even, at least 16: pairs stay balanced), and
-        below 0.7 the scoring passes (8 -> 4 -> 2) and repeats (2 -> 1)."""
+        below 0.7 the scoring passes (8 -> 4 -> 2) and repeats (2 -> 1). The median, not the first
+        step: a first step slowed by other work on the machine shrank the evaluation of a whole run."""
         cfg, sft = self.cfg, self.record.get("sft") or {}
-        first = sft.get("first_step_s") or cfg.ref_sft_step_s or 1.0
-        r = min(1.0, cfg.ref_sft_step_s / first) if cfg.ref_sft_step_s else 1.0
+        step_s = sft.get("median_step_s") or sft.get("first_step_s") or cfg.ref_sft_step_s or 1.0
+        r = min(1.0, cfg.ref_sft_step_s / step_s) if cfg.ref_sft_step_s else 1.0
         self.eval_tasks = max(min(16, cfg.eval_tasks), min(cfg.eval_tasks, 2 * round(cfg.eval_tasks * r / 2)))
         self.passes = cfg.passes if r >= 0.7 else max(2, cfg.passes // (2 if r >= 0.4 else 4))
         self.repeats = cfg.repeats if r >= 0.7 else 1
         self.record.update(speed_ratio=round(r, 3), eval_tasks=self.eval_tasks, passes=self.passes,
                            repeats=self.repeats)
         if r < 1.0:
-            console.print(f"[bold]plan[/bold]: SFT's first step took {first:.0f} s ({cfg.ref_sft_step_s:.0f} s where "
+            console.print(f"[bold]plan[/bold]: SFT's median step took {step_s:.0f} s ({cfg.ref_sft_step_s:.0f} s where "
                           f"the default sizes fit): held-out evaluation on {self.eval_tasks} of {cfg.eval_tasks} "
                           f"proofs x {cfg.eval_passes} passes; scoring with {self.passes} passes, {self.repeats} "
                           "repeat(s)")
@@ -363,7 +364,8 @@ class Plan:
     def sft_done(self, sft: Path) -> None:
         plan = json.loads((sft / "sft_plan.json").read_text()) if (sft / "sft_plan.json").is_file() else {}
         self.record["sft"] = {"max_steps": self.cfg.sft_steps, "steps": plan.get("steps"),
-                              "first_step_s": plan.get("first_step_s"), "train_s": plan.get("train_s")}
+                              "first_step_s": plan.get("first_step_s"), "median_step_s": plan.get("median_step_s"),
+                              "train_s": plan.get("train_s")}
 
     def grpo_done(self, grpo: dict[str, Any], budget_s: float) -> None:
         b = grpo.get("budget") or {}
@@ -376,7 +378,7 @@ class Plan:
                            score_s=None if score_s is None else round(score_s, 1))
         sft, grpo = self.record.get("sft", {}), self.record.get("grpo", {})
         line = (f"{self.choice.short}: SFT {sft.get('steps')} of at most {sft.get('max_steps')} steps "
-                f"(first step {sft.get('first_step_s')} s), GRPO {grpo.get('steps')} of at most "
+                f"(median {sft.get('median_step_s')} s, first {sft.get('first_step_s')} s), GRPO {grpo.get('steps')} of at most "
                 f"{grpo.get('max_steps')} steps (median {grpo.get('median_step_s')} s); total {total_s / 60:.1f} min "
                 f"of the {self.cfg.budget_s / 60:.0f} min budget")
         if total_s <= self.cfg.budget_s:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -232,7 +233,8 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
                                step, steps, time_budget_s, log, total[0])
         log(f"[proofcheck] sft step {step}/{total[0]} loss {loss.item():.4f} "
             f"({(time.perf_counter() - t0) / step:.1f} s/step)")
-    plan.update(steps=step, train_s=round(time.perf_counter() - t0, 1))
+    plan.update(steps=step, train_s=round(time.perf_counter() - t0, 1),
+                median_step_s=round(statistics.median(durations), 2) if durations else None)
     trained = net.merge_and_unload() if lora_r > 0 else net
     out = Path(out)
     trained.save_pretrained(str(out))

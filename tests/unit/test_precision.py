@@ -255,6 +255,20 @@ def test_demo_scales_evaluation_and_scoring_by_the_measured_sft_step(first_step_
     assert plan.eval_tasks % 2 == 0
 
 
+@pytest.mark.parametrize(("sft", "eval_tasks"), [
+    ({"first_step_s": 111.0, "median_step_s": 11.0}, 64),   # a first step slowed by other work: the median sizes
+    ({"first_step_s": 11.0, "median_step_s": 35.0}, 20),
+    ({"first_step_s": 35.0}, 20),                           # an older plan file without the median
+])
+def test_demo_sizes_its_evaluation_from_the_median_sft_step(sft, eval_tasks) -> None:
+    from proofcheck.demo import DemoConfig, Plan
+
+    plan = Plan(DemoConfig(), decide(AVX2))
+    plan.record["sft"] = sft
+    plan.scale_work()
+    assert plan.eval_tasks == eval_tasks
+
+
 @pytest.mark.parametrize(("total_s", "score_s", "says"), [
     (1100.0, 300.0, None),                                          # within the budget: no blame
     (1300.0, 500.0, "serving and scoring took 500 s of a 480 s reserve"),
