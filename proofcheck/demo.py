@@ -378,8 +378,8 @@ class Plan:
                            score_s=None if score_s is None else round(score_s, 1))
         sft, grpo = self.record.get("sft", {}), self.record.get("grpo", {})
         line = (f"{self.choice.short}: SFT {sft.get('steps')} of at most {sft.get('max_steps')} steps "
-                f"(median {sft.get('median_step_s')} s, first {sft.get('first_step_s')} s), GRPO {grpo.get('steps')} of at most "
-                f"{grpo.get('max_steps')} steps (median {grpo.get('median_step_s')} s); total {total_s / 60:.1f} min "
+                f"(median {sft.get('median_step_s')} s, first {sft.get('first_step_s')} s), "
+                f"GRPO {grpo.get('steps')} of at most {grpo.get('max_steps')} steps (median {grpo.get('median_step_s')} s); total {total_s / 60:.1f} min "
                 f"of the {self.cfg.budget_s / 60:.0f} min budget")
         if total_s <= self.cfg.budget_s:
             return line

@@ -265,8 +265,9 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
         return Verifier(InProcessEngine(model, lora=lora, chat_template_kwargs=chat_template_kwargs, **engine_args),
                         passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
                         prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or "full")
-    if kind == "auto":
-        kind = detect_endpoint(endpoint, api_key=api_key)
+    health = service_health(endpoint, api_key=api_key) if kind in ("auto", "service") else None
+    if kind == "auto":  # the one GET /health tells the kind and, for our service, its settings
+        kind = "service" if health is not None else "vllm"
     if kind == "service":
         if prompt_template is not None:
             raise ValueError(f"--prompt-file: {endpoint} is a proofcheck service, which builds its own prompt; "
@@ -275,7 +276,7 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
             raise ValueError(f"{endpoint} is a proofcheck service: start it with --constrain-format instead")
         if chat_template_kwargs:
             raise ValueError(f"{endpoint} is a proofcheck service: start it with --chat-template-kwargs instead")
-        health = service_health(endpoint, api_key=api_key) or {}
+        health = health or {}
         check_service_settings(endpoint, health, prompt_style, max_tokens)
         return ServiceVerifier(endpoint_root(endpoint), api_key=api_key, timeout_s=timeout_s, retry=retry,
                                passes=passes, rule=rule, model=model, max_tokens=max_tokens or health.get("max_tokens"))

@@ -139,8 +139,6 @@ def _replan(plan: dict[str, Any], durations: list[float], left: float, step: int
 
     Re-planned at steps 1, 2, 4, 8, ...: a first step slowed by other work on the machine (another
     process, a cold cache) no longer fixes the whole run's length."""
-    import statistics
-
     median = statistics.median(durations)
     total = step - 1 + steps_that_fit(median, left, max_steps - step + 1) if step < max_steps else step
     total = max(step, min(max_steps, total))
