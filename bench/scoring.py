@@ -39,7 +39,7 @@ class Verifier(Protocol):
 
 
 def trial_entry(p: PassResult, latency_s: float) -> dict[str, Any]:
-    """A verification record's per-pass entry (SPEC section 3)."""
+    """A verification record's per-pass entry (`proofcheck.schemas`)."""
     return {"status": p.status, "text": p.text, "finish_reason": p.finish_reason, "valid": p.status == "valid",
             "parsed": {"verdict": p.verdict, "first_error_step": p.first_error_step,
                        "flagged_steps": p.flagged_steps} if p.status == "valid" else None,
@@ -312,7 +312,7 @@ def summarise_verifier_records(records: list[dict], manifest: dict[str, Any]) ->
             meta = t.get("meta")
             score = meta.get("score") if meta and meta.get("valid", True) else None
             if meta and p.status != "valid":
-                score = 0.0  # an invalid verifier output was graded: it earns 0 (SPEC 7), and meta metrics exist
+                score = 0.0  # an invalid verifier output was graded: it earns 0, and meta metrics exist
             if meta and meta.get("level"):
                 levels[meta["level"]] = levels.get(meta["level"], 0) + 1
             trials.append(Trial(p.status == "valid", p.first_error_step, score,

@@ -1,4 +1,4 @@
-"""Data curation (SPEC section 8): uncertainty selection and positive-sample repair.
+"""Data curation (README "Data curation"): uncertainty selection and positive-sample repair.
 
 Selection verifies each candidate proof `repeats` times with one or more verifiers and keeps
 the proofs whose accept/reject outcomes are most uncertain (entropy in bits, pooled over the

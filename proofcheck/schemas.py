@@ -1,4 +1,4 @@
-"""Record schemas (SPEC section 3), field names as in the AdvancedMathBench release.
+"""Record schemas, field names as in the AdvancedMathBench release.
 
 Unknown extra fields are kept (release files load unchanged); the label rules are enforced:
 step labels are integers (never booleans), the fatal step is -1 or a valid index, the

@@ -1,4 +1,4 @@
-"""TRL reward functions: `MetaVerifierReward`, `PolarityReward` and `FormatReward` (SPEC section 4).
+"""TRL reward functions: `MetaVerifierReward`, `PolarityReward` and `FormatReward` (README "Rewards").
 
 Both follow TRL's batched signature `fn(completions, **kwargs) -> list[float | None]`, where
 kwargs carry the dataset columns (`annotation` as JSON text or a dict, `n_steps`, `problem`,
@@ -100,7 +100,7 @@ def _n_steps(kwargs: dict[str, Any], n: int) -> list[int]:
 
 
 class FormatReward(TruncationMixin):
-    """1.0 when the completion is a valid verifier answer (SPEC section 2), else 0.0."""
+    """1.0 when the completion is a valid verifier answer (README "The verification protocol"), else 0.0."""
 
     def __init__(self) -> None:
         self.__name__ = "format"

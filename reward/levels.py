@@ -1,4 +1,4 @@
-"""Meta-verifier levels, their score scales, and the structured grade result (SPEC section 4).
+"""Meta-verifier levels, their score scales, and the structured grade result (README "Rewards").
 
 Levels are ordered (`WRONG_POLARITY < POOR_MATCH < BASIC_MATCH < EXACT_MATCH`) so that the
 hybrid grader can take `min(structural, judge)`. A level becomes a number only through a

@@ -1,4 +1,4 @@
-"""The structural grader: step indices only, deterministic, no model (SPEC section 4).
+"""The structural grader: step indices only, deterministic, no model (README "Rewards").
 
 Let f = the expert's first fatal step, R = recoverable steps (R' = R without the -1 marker),
 S = the steps the verifier flagged (from `<errors>`, else `{first_error_step}`).

@@ -1,6 +1,6 @@
 """Request / response models of the annotation API, and the input item schema.
 
-The label rules themselves live in `proofcheck.schemas` (SPEC section 3); these models
+The label rules themselves live in `proofcheck.schemas`; these models
 only describe what crosses the wire. Field names follow the AdvancedMathBench release.
 """
 
@@ -45,7 +45,7 @@ class QueueItem(CandidateProof):
 
 
 class SaveRequest(BaseModel):
-    """An annotation as the page sends it (SPEC section 3 labels; `[-1]` means no recoverable)."""
+    """An annotation as the page sends it (`proofcheck.schemas` labels; `[-1]` means no recoverable)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,7 +1,7 @@
 """The annotation service: the proof queue, label validation, the journal and the output files.
 
 Built once when `proofcheck annotate` starts and kept on `app.state.service`. Every save is
-validated with the SPEC section 3 label rules (`AnnotatedProof`) plus two rules of the
+validated with the `proofcheck.schemas` label rules (`AnnotatedProof`) plus two rules of the
 annotation protocol (recoverable steps come before the fatal one; a flawed proof needs a
 reviewer comment), appended to an fsynced journal, and only then acknowledged. The output
 JSONL (one record per (proof, annotator)) and the broken-items file are rebuilt atomically

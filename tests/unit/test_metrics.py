@@ -1,4 +1,4 @@
-"""Metric formulas on hand-computed cases (SPEC section 7)."""
+"""Metric formulas on hand-computed cases (README "Scoring ProverBench and VerifierBench files")."""
 
 from __future__ import annotations
 

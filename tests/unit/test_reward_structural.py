@@ -1,4 +1,4 @@
-"""The structural meta-verifier grader: every SPEC section 4 rule, table-driven."""
+"""The structural meta-verifier grader: every grading rule (README "Rewards"), table-driven."""
 
 from __future__ import annotations
 
