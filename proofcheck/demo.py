@@ -306,6 +306,28 @@ def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[
     return {"prover": prover, "verifier": verifier}
 
 
+# The stages after SFT in units of SFT's median step, measured on the 2-core AVX2 host in fp32 (demo of
+# 2026-12-04: SFT step 26.7 s; a held-out pass 1.76 s and a GRPO step 164 s while the model still writes to
+# its token limit; GRPO start + save ~35 s; `serve` start ~48 s). Upper bounds: a faster host's model
+# writes shorter answers, and the scoring estimate is capped by `score_reserve_s`.
+EVAL_PASS_STEPS = 0.07
+GRPO_STEP_STEPS = 6.2
+GRPO_FIXED_STEPS = 1.5
+SCORE_FIXED_STEPS = 2.0
+PLAN_MARGIN_S = 30.0
+SCORE_STAGE = "serve the trained verifier and score the shipped data"
+
+
+def _score_items() -> tuple[int, int]:
+    """The shipped submissions and annotated proofs the scoring stage verifies."""
+    from proofcheck.data.loaders import SAMPLES_DIR
+
+    def count(name: str) -> int:
+        return sum(1 for line in (SAMPLES_DIR / name).read_text(encoding="utf-8").splitlines() if line.strip())
+
+    return count("submissions.jsonl"), count("annotated.jsonl")
+
+
 class Plan:
     """The demo's wall clock: a deadline from the start, and what each training stage may take."""
 
@@ -315,6 +337,7 @@ class Plan:
         self.t0 = time.perf_counter()
         self.record: dict[str, Any] = {"budget_s": cfg.budget_s, "dtype": choice.record(),
                                        "score_reserve_s": cfg.score_reserve_s, "sft_share": cfg.sft_share}
+        self.score_plan_s, self.margin_s = cfg.score_reserve_s, 0.0
 
     def left(self) -> float:
         return self.cfg.budget_s - (time.perf_counter() - self.t0)
@@ -326,29 +349,56 @@ class Plan:
     def scale_work(self) -> None:
         """Size the held-out evaluation and the scoring to this machine, from SFT's median step.
 
-        On a 2-core AVX2 CPU in fp32 an SFT step is ~3x the reference and vLLM decodes ~50 tok/s
+        On a 2-core AVX2 CPU in fp32 an SFT step is ~2.5x the reference and vLLM decodes ~50 tok/s
         for 128 verifier passes: 64 proofs x 4 passes took ~9 minutes per evaluation, twice, and
         8-pass scoring of the shipped data as long again. The speed ratio r = reference / measured
         (at most 1) shrinks the held-out proofs (even, at least 16: pairs stay balanced), and
         below 0.7 the scoring passes (8 -> 4 -> 2) and repeats (2 -> 1). The median, not the first
-        step: a first step slowed by other work on the machine shrank the evaluation of a whole run."""
+        step: a first step slowed by other work on the machine shrank the evaluation of a whole run.
+
+        Then both are fitted to the time left (`_fit_to_time_left`): GRPO's two evaluations, its
+        first step and the scoring cost fixed multiples of the SFT step, so a slow host shrinks
+        them instead of running over (the demo of 2026-12-04 sized by r alone: GRPO 570 s of 350)."""
         cfg, sft = self.cfg, self.record.get("sft") or {}
         step_s = sft.get("median_step_s") or sft.get("first_step_s") or cfg.ref_sft_step_s or 1.0
         r = min(1.0, cfg.ref_sft_step_s / step_s) if cfg.ref_sft_step_s else 1.0
         self.eval_tasks = max(min(16, cfg.eval_tasks), min(cfg.eval_tasks, 2 * round(cfg.eval_tasks * r / 2)))
         self.passes = cfg.passes if r >= 0.7 else max(2, cfg.passes // (2 if r >= 0.4 else 4))
         self.repeats = cfg.repeats if r >= 0.7 else 1
+        if cfg.ref_sft_step_s:
+            self._fit_to_time_left(step_s)
         self.record.update(speed_ratio=round(r, 3), eval_tasks=self.eval_tasks, passes=self.passes,
-                           repeats=self.repeats)
+                           repeats=self.repeats, score_plan_s=round(self.score_plan_s))
         if r < 1.0:
             console.print(f"[bold]plan[/bold]: SFT's median step took {step_s:.0f} s ({cfg.ref_sft_step_s:.0f} s where "
                           f"the default sizes fit): held-out evaluation on {self.eval_tasks} of {cfg.eval_tasks} "
                           f"proofs x {cfg.eval_passes} passes; scoring with {self.passes} passes, {self.repeats} "
-                          "repeat(s)")
+                          f"repeat(s) in ~{self.score_plan_s:.0f} s")
+
+    def score_cost(self, passes: int, repeats: int, unit: float) -> float:
+        """Estimated serving + scoring seconds (at most the reserve: the estimate is an upper bound)."""
+        submissions, annotated = _score_items()
+        n_passes = passes * (submissions + annotated * repeats)
+        return min(self.cfg.score_reserve_s, (SCORE_FIXED_STEPS + EVAL_PASS_STEPS * n_passes) * unit)
+
+    def _fit_to_time_left(self, unit: float) -> None:
+        """Fewest cuts that fit GRPO (start, one step, two evaluations) and the scoring in the time left:
+        scoring passes halve (to 2, one repeat) while the evaluation would fall under 16 proofs."""
+        cfg, low = self.cfg, min(16, self.cfg.eval_tasks)
+        self.margin_s = PLAN_MARGIN_S
+        while True:
+            self.score_plan_s = self.score_cost(self.passes, self.repeats, unit)
+            grpo_s = self.left() - self.score_plan_s - self.margin_s
+            per_task = 2 * cfg.eval_passes * EVAL_PASS_STEPS * unit
+            fit = int((grpo_s - (GRPO_FIXED_STEPS + GRPO_STEP_STEPS) * unit) // per_task)
+            if fit >= low or (self.passes <= 2 and self.repeats == 1):
+                break
+            self.passes, self.repeats = max(2, self.passes // 2), 1
+        self.eval_tasks = max(low, min(self.eval_tasks, 2 * (fit // 2)))
 
     def grpo_budget(self) -> float:
-        """Everything left but the scoring reserve (the GRPO run stops its steps to fit)."""
-        return max(0.0, self.left() - self.cfg.score_reserve_s)
+        """Everything left but the scoring's share (the GRPO run stops its steps to fit)."""
+        return max(0.0, self.left() - self.score_plan_s - self.margin_s)
 
     def announce(self) -> None:
         c, cfg = self.choice, self.cfg
@@ -373,9 +423,11 @@ class Plan:
                                "budget_s": round(budget_s), "median_step_s": b.get("median_step_s"),
                                "stopped_early_at": b.get("stopped_early_at"), "precision": grpo.get("precision")}
 
-    def finish(self, total_s: float, score_s: float | None = None) -> str:
+    def finish(self, total_s: float, score_s: float | None = None, grpo_s: float | None = None) -> str:
+        """The plan as carried out; over the budget, which stage ran past its share and by how much."""
         self.record.update(total_s=round(total_s, 1), within_budget=total_s <= self.cfg.budget_s,
-                           score_s=None if score_s is None else round(score_s, 1))
+                           score_s=None if score_s is None else round(score_s, 1),
+                           grpo_s=None if grpo_s is None else round(grpo_s, 1))
         sft, grpo = self.record.get("sft", {}), self.record.get("grpo", {})
         line = (f"{self.choice.short}: SFT {sft.get('steps')} of at most {sft.get('max_steps')} steps "
                 f"(median {sft.get('median_step_s')} s, first {sft.get('first_step_s')} s), "
@@ -383,11 +435,15 @@ class Plan:
                 f"of the {self.cfg.budget_s / 60:.0f} min budget")
         if total_s <= self.cfg.budget_s:
             return line
-        over = f" -- OVER by {(total_s - self.cfg.budget_s) / 60:.1f} min: "
-        if score_s is not None and score_s > self.cfg.score_reserve_s:
-            return line + over + (f"serving and scoring took {score_s:.0f} s of a {self.cfg.score_reserve_s:.0f} s "
-                                  "reserve (fewer --passes / --repeats fit it)")
-        return line + over + "this machine is slower than the smallest plan (one SFT and one GRPO step) allows"
+        overran = []
+        if grpo_s is not None and grpo.get("budget_s") is not None and grpo_s > grpo["budget_s"]:
+            overran.append(f"GRPO took {grpo_s:.0f} s of its {grpo['budget_s']:.0f} s (its first step and two "
+                           "held-out evaluations are not cut; a smaller --eval-tasks fits them)")
+        if score_s is not None and score_s > self.score_plan_s:
+            overran.append(f"serving and scoring took {score_s:.0f} s of a {self.score_plan_s:.0f} s reserve "
+                           "(fewer --passes / --repeats fit it)")
+        reason = "; ".join(overran) or "this machine is slower than the smallest plan (one SFT and one GRPO step) allows"
+        return f"{line} -- OVER by {(total_s - self.cfg.budget_s) / 60:.1f} min: {reason}"
 
 
 def run_demo(cfg: DemoConfig) -> dict[str, Any]:
@@ -415,9 +471,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     plan.scale_work()
     cfg = replace(cfg, eval_tasks=plan.eval_tasks, passes=plan.passes, repeats=plan.repeats)
     grpo_budget = plan.grpo_budget()
-    grpo = run_stage(f"GRPO (<= {cfg.grpo_steps} steps in {grpo_budget:.0f} s, TRL + vLLM colocate, "
-                     f"{choice.short}; held-out eval before and after)",
-                     lambda: _grpo(cfg, sft, data, grpo_budget, env), timings)
+    grpo_stage = (f"GRPO (<= {cfg.grpo_steps} steps in {grpo_budget:.0f} s, TRL + vLLM colocate, "
+                  f"{choice.short}; held-out eval before and after)")
+    grpo = run_stage(grpo_stage, lambda: _grpo(cfg, sft, data, grpo_budget, env), timings)
     plan.grpo_done(grpo, grpo_budget)
     evals = before_after(grpo, cfg)
     target = FULL_TARGET if cfg.full else DEMO_TARGET
@@ -427,10 +483,10 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         console.print(where)
     step_split_table(grpo.get("step_split_s"))
     trained = Path(grpo["saved"]["merged"])
-    scores = run_stage("serve the trained verifier and score the shipped data",
+    scores = run_stage(SCORE_STAGE,
                        lambda: _serve_and_score(cfg, trained, env), timings)
     final_report(cfg, scores, timings)
-    carried_out = plan.finish(sum(timings.values()), timings.get("serve the trained verifier and score the shipped data"))
+    carried_out = plan.finish(sum(timings.values()), timings.get(SCORE_STAGE), timings.get(grpo_stage))
     console.print(f"[bold]plan carried out[/bold]: {carried_out}")
     summary = {"model": model_name, "dtype": choice.dtype, **evals,
                "verdict": learning_verdict(evals["before_grpo"], evals["after_grpo"], target),

@@ -269,16 +269,36 @@ def test_demo_sizes_its_evaluation_from_the_median_sft_step(sft, eval_tasks) -> 
     assert plan.eval_tasks == eval_tasks
 
 
-@pytest.mark.parametrize(("total_s", "score_s", "says"), [
-    (1100.0, 300.0, None),                                          # within the budget: no blame
-    (1300.0, 500.0, "serving and scoring took 500 s of a 480 s reserve"),
-    (1300.0, 200.0, "slower than the smallest plan"),
+@pytest.mark.parametrize(("median_s", "left_s", "eval_tasks", "passes", "repeats"), [
+    (11.0, 980.0, 62, 8, 2),    # the reference host: GRPO gets all but the 480 s reserve and a 30 s margin
+    (26.7, 840.0, 18, 2, 1),    # the AVX2 demo of 2026-12-04: 4 passes left 7 proofs, so 2 passes, 18 proofs
+    (60.0, 831.0, 16, 2, 1),    # slower still: the floors (16 proofs, 2 passes), and the finish line says OVER
 ])
-def test_demo_plan_names_what_overran(total_s, score_s, says) -> None:
+def test_demo_fits_evaluation_and_scoring_to_the_time_left(median_s, left_s, eval_tasks, passes, repeats) -> None:
+    import time
+
     from proofcheck.demo import DemoConfig, Plan
 
     plan = Plan(DemoConfig(), decide(AVX2))
-    line = plan.finish(total_s, score_s)
+    plan.t0 = time.perf_counter() - (plan.cfg.budget_s - left_s)
+    plan.record["sft"] = {"median_step_s": median_s}
+    plan.scale_work()
+    assert (plan.eval_tasks, plan.passes, plan.repeats) == (eval_tasks, passes, repeats)
+    assert plan.grpo_budget() + plan.score_plan_s + 30.0 == pytest.approx(left_s, abs=1.0)
+
+
+@pytest.mark.parametrize(("total_s", "score_s", "grpo_s", "says"), [
+    (1100.0, 300.0, 340.0, None),                                   # within the budget: no blame
+    (1300.0, 500.0, 340.0, "serving and scoring took 500 s of a 480 s reserve"),
+    (1300.0, 200.0, 340.0, "slower than the smallest plan"),
+    (1428.0, 488.0, 570.0, "GRPO took 570 s of its 350 s"),         # the demo of 2026-12-04: GRPO overran
+])
+def test_demo_plan_names_what_overran(total_s, score_s, grpo_s, says) -> None:
+    from proofcheck.demo import DemoConfig, Plan
+
+    plan = Plan(DemoConfig(), decide(AVX2))
+    plan.record["grpo"] = {"budget_s": 350}
+    line = plan.finish(total_s, score_s, grpo_s)
     assert ("OVER by" in line) == (says is not None) and (says is None or says in line)
     assert plan.record["within_budget"] == (says is None) and plan.record["score_s"] == score_s
 
