@@ -31,6 +31,7 @@ the sizes chosen are printed and recorded in `summary.json` (`plan`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -298,24 +299,35 @@ def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[
         console.print(f"  verification service up at {url} (log {svc.log_path})")
         prover = score_prover(str(SAMPLES_DIR / "problems.jsonl"), str(SAMPLES_DIR / "submissions.jsonl"),
                               make_verifier(endpoint=url), f"demo:{model}", cfg.workdir / "prover",
-                              passes=cfg.passes, concurrency=4, resume=True, max_tokens=cfg.max_tokens)
+                              passes=cfg.passes, concurrency=score_concurrency(cfg.passes), resume=True,
+                              max_tokens=cfg.max_tokens)
         verifier = score_verifier(str(SAMPLES_DIR / "annotated.jsonl"), make_verifier(endpoint=url),
                                   f"demo:{model}", cfg.workdir / "verifier", repeats=cfg.repeats,
-                                  grader=make_trial_grader(), judge_id="structural", concurrency=4, resume=True,
+                                  grader=make_trial_grader(), judge_id="structural",
+                                  concurrency=score_concurrency(cfg.passes), resume=True,
                                   max_tokens=cfg.max_tokens)
     return {"prover": prover, "verifier": verifier}
 
 
-# The stages after SFT in units of SFT's median step, measured on the 2-core AVX2 host in fp32 (demo of
-# 2026-12-04: SFT step 26.7 s; a held-out pass 1.76 s and a GRPO step 164 s while the model still writes to
-# its token limit; GRPO start + save ~35 s; `serve` start ~48 s). Upper bounds: a faster host's model
-# writes shorter answers, and the scoring estimate is capped by `score_reserve_s`.
+# The stages after SFT in units of SFT's median step, measured on the 2-core AVX2 host in fp32 (demos of
+# 2026-12-04: SFT step 21-27 s; a held-out pass 1.5-1.8 s and a GRPO step 121-164 s while the model still
+# writes to its token limit; GRPO start + save ~35 s; `serve` start ~48 s; scoring went in waves of
+# `concurrency` requests, ~0.9 steps a wave with 8-16 passes in flight, however many passes each). Upper
+# bounds: a faster host's model writes shorter answers, and the scoring estimate is capped by `score_reserve_s`.
 EVAL_PASS_STEPS = 0.07
 GRPO_STEP_STEPS = 6.2
 GRPO_FIXED_STEPS = 1.5
 SCORE_FIXED_STEPS = 2.0
+SCORE_WAVE_STEPS = 1.6      # a wave of SCORE_IN_FLIGHT passes (estimated from the 8-16 measured: 0.85-0.9)
+SCORE_IN_FLIGHT = 32        # passes the scoring keeps in flight: concurrency = this / passes
 PLAN_MARGIN_S = 30.0
 SCORE_STAGE = "serve the trained verifier and score the shipped data"
+
+
+def score_concurrency(passes: int) -> int:
+    """Proofs the scoring sends at once: SCORE_IN_FLIGHT passes in flight (4 proofs at 8 passes, 16 at 2),
+    since a wave of requests costs about the same with 8 or 32 passes in it on a CPU engine."""
+    return max(1, SCORE_IN_FLIGHT // passes)
 
 
 def _score_items() -> tuple[int, int]:
@@ -353,7 +365,7 @@ class Plan:
         for 128 verifier passes: 64 proofs x 4 passes took ~9 minutes per evaluation, twice, and
         8-pass scoring of the shipped data as long again. The speed ratio r = reference / measured
         (at most 1) shrinks the held-out proofs (even, at least 16: pairs stay balanced), and
-        below 0.7 the scoring passes (8 -> 4 -> 2) and repeats (2 -> 1). The median, not the first
+        below 0.7 the scoring passes (8 -> 2) and repeats (2 -> 1). The median, not the first
         step: a first step slowed by other work on the machine shrank the evaluation of a whole run.
 
         Then both are fitted to the time left (`_fit_to_time_left`): GRPO's two evaluations, its
@@ -363,7 +375,7 @@ class Plan:
         step_s = sft.get("median_step_s") or sft.get("first_step_s") or cfg.ref_sft_step_s or 1.0
         r = min(1.0, cfg.ref_sft_step_s / step_s) if cfg.ref_sft_step_s else 1.0
         self.eval_tasks = max(min(16, cfg.eval_tasks), min(cfg.eval_tasks, 2 * round(cfg.eval_tasks * r / 2)))
-        self.passes = cfg.passes if r >= 0.7 else max(2, cfg.passes // (2 if r >= 0.4 else 4))
+        self.passes = cfg.passes if r >= 0.7 else max(2, cfg.passes // 4)
         self.repeats = cfg.repeats if r >= 0.7 else 1
         if cfg.ref_sft_step_s:
             self._fit_to_time_left(step_s)
@@ -378,8 +390,9 @@ class Plan:
     def score_cost(self, passes: int, repeats: int, unit: float) -> float:
         """Estimated serving + scoring seconds (at most the reserve: the estimate is an upper bound)."""
         submissions, annotated = _score_items()
-        n_passes = passes * (submissions + annotated * repeats)
-        return min(self.cfg.score_reserve_s, (SCORE_FIXED_STEPS + EVAL_PASS_STEPS * n_passes) * unit)
+        conc = score_concurrency(passes)
+        waves = math.ceil(submissions / conc) + math.ceil(annotated * repeats / conc)
+        return min(self.cfg.score_reserve_s, (SCORE_FIXED_STEPS + SCORE_WAVE_STEPS * waves) * unit)
 
     def _fit_to_time_left(self, unit: float) -> None:
         """Fewest cuts that fit GRPO (start, one step, two evaluations) and the scoring in the time left:
