@@ -312,13 +312,13 @@ def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[
 # The stages after SFT in units of SFT's median step, measured on the 2-core AVX2 host in fp32 (demos of
 # 2026-12-04: SFT step 21-27 s; a held-out pass 1.5-1.8 s and a GRPO step 121-164 s while the model still
 # writes to its token limit; GRPO start + save ~35 s; `serve` start ~48 s; scoring went in waves of
-# `concurrency` requests, ~0.9 steps a wave with 8-16 passes in flight, however many passes each). Upper
+# `concurrency` requests, ~0.9 steps a wave with 8-16 passes in flight, 2.2 with 32). Upper
 # bounds: a faster host's model writes shorter answers, and the scoring estimate is capped by `score_reserve_s`.
 EVAL_PASS_STEPS = 0.07
 GRPO_STEP_STEPS = 6.2
 GRPO_FIXED_STEPS = 1.5
 SCORE_FIXED_STEPS = 2.0
-SCORE_WAVE_STEPS = 1.6      # a wave of SCORE_IN_FLIGHT passes (estimated from the 8-16 measured: 0.85-0.9)
+SCORE_WAVE_STEPS = 2.2      # a wave of SCORE_IN_FLIGHT passes: 54 s at a 25 s SFT step (8-16 in flight: 0.85-0.9)
 SCORE_IN_FLIGHT = 32        # passes the scoring keeps in flight: concurrency = this / passes
 PLAN_MARGIN_S = 30.0
 SCORE_STAGE = "serve the trained verifier and score the shipped data"
