@@ -369,8 +369,9 @@ class Plan:
         step: a first step slowed by other work on the machine shrank the evaluation of a whole run.
 
         Then both are fitted to the time left (`_fit_to_time_left`): GRPO's two evaluations, its
-        first step and the scoring cost fixed multiples of the SFT step, so a slow host shrinks
-        them instead of running over (the demo of 2026-12-04 sized by r alone: GRPO 570 s of 350)."""
+        first step and the scoring are estimated as fixed multiples of the SFT step, so a slow host
+        shrinks them instead of running over (sized by r alone, a demo on 2026-12-04 ran GRPO 570 s
+        of a 350 s budget). The long recipe (`ref_sft_step_s` 0) keeps its sizes and its reserve."""
         cfg, sft = self.cfg, self.record.get("sft") or {}
         step_s = sft.get("median_step_s") or sft.get("first_step_s") or cfg.ref_sft_step_s or 1.0
         r = min(1.0, cfg.ref_sft_step_s / step_s) if cfg.ref_sft_step_s else 1.0
@@ -388,7 +389,7 @@ class Plan:
                           f"repeat(s) in ~{self.score_plan_s:.0f} s")
 
     def score_cost(self, passes: int, repeats: int, unit: float) -> float:
-        """Estimated serving + scoring seconds (at most the reserve: the estimate is an upper bound)."""
+        """Estimated serving + scoring seconds, in request waves of `score_concurrency` proofs, capped by the reserve."""
         submissions, annotated = _score_items()
         conc = score_concurrency(passes)
         waves = math.ceil(submissions / conc) + math.ceil(annotated * repeats / conc)
