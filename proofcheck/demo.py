@@ -293,18 +293,17 @@ def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    conc = score_concurrency(cfg.passes)
     cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--model", str(model), "--port", str(port),
            "--passes", str(cfg.passes), "--max-tokens", str(cfg.max_tokens)]
     with ServiceProcess(cmd, url + "/health", cfg.workdir / "logs" / "serve.log", cwd=REPO, env=env) as svc:
         console.print(f"  verification service up at {url} (log {svc.log_path})")
         prover = score_prover(str(SAMPLES_DIR / "problems.jsonl"), str(SAMPLES_DIR / "submissions.jsonl"),
                               make_verifier(endpoint=url), f"demo:{model}", cfg.workdir / "prover",
-                              passes=cfg.passes, concurrency=score_concurrency(cfg.passes), resume=True,
-                              max_tokens=cfg.max_tokens)
+                              passes=cfg.passes, concurrency=conc, resume=True, max_tokens=cfg.max_tokens)
         verifier = score_verifier(str(SAMPLES_DIR / "annotated.jsonl"), make_verifier(endpoint=url),
                                   f"demo:{model}", cfg.workdir / "verifier", repeats=cfg.repeats,
-                                  grader=make_trial_grader(), judge_id="structural",
-                                  concurrency=score_concurrency(cfg.passes), resume=True,
+                                  grader=make_trial_grader(), judge_id="structural", concurrency=conc, resume=True,
                                   max_tokens=cfg.max_tokens)
     return {"prover": prover, "verifier": verifier}
 
@@ -388,9 +387,9 @@ class Plan:
                           f"proofs x {cfg.eval_passes} passes; scoring with {self.passes} passes, {self.repeats} "
                           f"repeat(s) in ~{self.score_plan_s:.0f} s")
 
-    def score_cost(self, passes: int, repeats: int, unit: float) -> float:
+    def _score_cost(self, passes: int, repeats: int, unit: float, items: tuple[int, int]) -> float:
         """Estimated serving + scoring seconds, in request waves of `score_concurrency` proofs, capped by the reserve."""
-        submissions, annotated = _score_items()
+        submissions, annotated = items
         conc = score_concurrency(passes)
         waves = math.ceil(submissions / conc) + math.ceil(annotated * repeats / conc)
         return min(self.cfg.score_reserve_s, (SCORE_FIXED_STEPS + SCORE_WAVE_STEPS * waves) * unit)
@@ -398,12 +397,12 @@ class Plan:
     def _fit_to_time_left(self, unit: float) -> None:
         """Fewest cuts that fit GRPO (start, one step, two evaluations) and the scoring in the time left:
         scoring passes halve (to 2, one repeat) while the evaluation would fall under 16 proofs."""
-        cfg, low = self.cfg, min(16, self.cfg.eval_tasks)
+        cfg, low, items = self.cfg, min(16, self.cfg.eval_tasks), _score_items()
         self.margin_s = PLAN_MARGIN_S
+        per_task = 2 * cfg.eval_passes * EVAL_PASS_STEPS * unit
         while True:
-            self.score_plan_s = self.score_cost(self.passes, self.repeats, unit)
+            self.score_plan_s = self._score_cost(self.passes, self.repeats, unit, items)
             grpo_s = self.left() - self.score_plan_s - self.margin_s
-            per_task = 2 * cfg.eval_passes * EVAL_PASS_STEPS * unit
             fit = int((grpo_s - (GRPO_FIXED_STEPS + GRPO_STEP_STEPS) * unit) // per_task)
             if fit >= low or (self.passes <= 2 and self.repeats == 1):
                 break
