@@ -10,6 +10,14 @@ The card also records the prompt style (`proofcheck.protocol.PROMPT_STYLES`) the
 with; `serve`, `verify` and `score verifier` use it by default, and warn when an explicit
 `--prompt-style` differs. A card written before styles existed reads as "full".
 
+And it records how the model generated in training: the chat template's options
+(`chat_template_kwargs`, e.g. Qwen3's `{"enable_thinking": true}`) and the completion length
+(`max_completion_length`). A thinking verifier served with the template's other setting, or cut
+at 1024 tokens after training at 8192, writes passes that count invalid; so `serve`, `verify` and
+`score verifier` default to the card's values (`generation_defaults`). An explicit flag still wins;
+a smaller token limit than the card's, or other template options, is warned about. A card written
+before these fields existed records neither (the commands' own defaults apply).
+
 Example:
     >>> reference_mismatch({"with_reference": True}, False)
     'trained with the reference solution in its prompt, evaluated without it (add --with-reference to match)'
@@ -19,11 +27,18 @@ Example:
     ('compact', None)
     >>> choose_style("full", {"with_reference": False, "prompt_style": "compact"})[1]
     'trained with the compact prompt style, run with full (drop --prompt-style to match)'
+    >>> card = {"with_reference": False, "chat_template_kwargs": {"enable_thinking": True},
+    ...         "max_completion_length": 8192}
+    >>> generation_defaults(card, None, None)
+    GenerationDefaults(chat_template_kwargs={'enable_thinking': True}, max_tokens=8192, warnings=[])
+    >>> generation_defaults(card, None, 1024).warnings[0][:62]
+    'trained with completions of up to 8192 tokens, run with --max-'
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +46,33 @@ CARD_FILE = "proofcheck_prompt.json"
 
 
 DEFAULT_STYLE = "full"  # what a card without `prompt_style` (written before styles existed) means
+DEFAULT_MAX_TOKENS = 1024  # per pass, where neither a flag nor the card sets it (serve/verifier.py's default)
+DEFAULT_MODEL_LEN = 4096  # the engine's context where the card asks for no more
+PROMPT_ROOM = 4096  # context kept for the prompt above the completion length (a long proof's prompt fits)
 
 
 def write_prompt_card(model_dir: str | Path, with_reference: bool, prompt_sha256: str | None = None,
-                      prompt_style: str = DEFAULT_STYLE, written_by: str = "proofcheck train/grpo.py") -> Path:
-    """Write the card into `model_dir` (atomically); returns its path. An unknown style is a ValueError."""
+                      prompt_style: str = DEFAULT_STYLE, written_by: str = "proofcheck train/grpo.py",
+                      chat_template_kwargs: dict[str, Any] | None = None,
+                      max_completion_length: int | None = None) -> Path:
+    """Write the card into `model_dir` (atomically); returns its path. An unknown style is a ValueError.
+
+    `chat_template_kwargs`: the template options the training prompts were rendered with ({} = the
+    template's defaults); `max_completion_length`: the most tokens a training completion had (None:
+    not bounded by training, e.g. the supervised warm-up).
+    """
     from proofcheck.io import write_json_atomic
     from proofcheck.protocol import style_texts
 
     style_texts(prompt_style)  # raises on an unknown style, naming the choices
+    if max_completion_length is not None and int(max_completion_length) < 1:
+        raise ValueError(f"max_completion_length must be >= 1, got {max_completion_length}")
     path = Path(model_dir) / CARD_FILE
     write_json_atomic(path, {"with_reference": bool(with_reference), "prompt_sha256": prompt_sha256,
-                             "prompt_style": prompt_style, "written_by": written_by})
+                             "prompt_style": prompt_style, "written_by": written_by,
+                             "chat_template_kwargs": dict(chat_template_kwargs or {}),
+                             "max_completion_length": None if max_completion_length is None
+                             else int(max_completion_length)})
     return path
 
 
@@ -100,3 +130,59 @@ def reference_mismatch(card: dict[str, Any] | None, with_reference: bool) -> str
                 "(add --with-reference to match)")
     return ("trained without the reference solution in its prompt, evaluated with it "
             "(drop --with-reference to match)")
+
+
+@dataclass
+class GenerationDefaults:
+    """What a run generates with: the chat template options, the tokens per pass, and why it warned."""
+
+    chat_template_kwargs: dict[str, Any]
+    max_tokens: int
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def max_model_len(self) -> int:
+        """The engine context that holds a prompt and a full-length pass: 4096 up to the default
+        1024 tokens a pass (what every engine had before cards recorded a length), else the pass
+        plus 4096 tokens of prompt."""
+        return DEFAULT_MODEL_LEN if self.max_tokens <= DEFAULT_MAX_TOKENS else self.max_tokens + PROMPT_ROOM
+
+
+def card_chat_template_kwargs(card: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The template options a card records, or None when it records none (no card, an older card)."""
+    value = card.get("chat_template_kwargs") if card else None
+    return dict(value) if isinstance(value, dict) else None
+
+
+def card_max_tokens(card: dict[str, Any] | None) -> int | None:
+    """The completion length a card records, or None when it records none."""
+    value = card.get("max_completion_length") if card else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def generation_defaults(card: dict[str, Any] | None, chat_template_kwargs: dict[str, Any] | None,
+                        max_tokens: int | None, fallback_max_tokens: int = DEFAULT_MAX_TOKENS) -> GenerationDefaults:
+    """The settings to generate with: each explicit flag (not None) wins, else the card's, else the default.
+
+    Warns when an explicit `--max-tokens` is below the card's completion length (passes the model
+    would finish get cut, and a cut pass is invalid) and when explicit template options differ from
+    the card's (the model sees prompts rendered unlike its training prompts).
+    """
+    trained_ctk, trained_len = card_chat_template_kwargs(card), card_max_tokens(card)
+    warnings = []
+    if chat_template_kwargs is None:
+        ctk = trained_ctk or {}
+    else:
+        ctk = dict(chat_template_kwargs)
+        if trained_ctk is not None and ctk != trained_ctk:
+            warnings.append(f"trained with chat template options {json.dumps(trained_ctk, sort_keys=True)}, run "
+                            f"with {json.dumps(ctk, sort_keys=True)} (drop --chat-template-kwargs to match)")
+    if max_tokens is None:
+        tokens = trained_len or fallback_max_tokens
+    else:
+        tokens = max_tokens
+        if trained_len is not None and max_tokens < trained_len:
+            warnings.append(f"trained with completions of up to {trained_len} tokens, run with --max-tokens "
+                            f"{max_tokens}: longer passes are cut and count invalid (drop --max-tokens to use "
+                            f"{trained_len})")
+    return GenerationDefaults(ctk, tokens, warnings)

@@ -119,6 +119,9 @@ class Health(BaseModel):
     # the verifier prompt style this service renders (proofcheck.protocol.PROMPT_STYLES): by default the
     # one in the model's proofcheck_prompt.json, else full; `proofcheck serve --prompt-style` overrides it
     prompt_style: str = "full"
+    # the chat template options every prompt is rendered with: by default those in the model's
+    # proofcheck_prompt.json (what it was trained with); `proofcheck serve --chat-template-kwargs` overrides them
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
 
 
 class ErrorDetail(BaseModel):

@@ -3,6 +3,9 @@
 `proofcheck serve` parses its flags (proofcheck/commands/serve.py) and calls `run_server`.
 The engine is vLLM in-process (`--model`, optional `--lora name=path`, engine arguments passed
 through) or a remote vLLM OpenAI-compatible server (`--endpoint` + `--endpoint-model`).
+A model folder's `proofcheck_prompt.json` (the adapter's first) sets what the flags leave unset: the
+prompt style, the chat template options and the tokens per pass it was trained with, and an engine
+context long enough for them (`proofcheck.prompt_card.generation_defaults`).
 Shutdown (SIGINT/SIGTERM) is graceful: uvicorn stops accepting connections and waits for the
 open requests, then the app's lifespan drains the service and closes the engine.
 """
@@ -49,8 +52,8 @@ class ServeConfig:
     passes: int = DEFAULT_PASSES
     rule: str = DEFAULT_RULE
     temperature: float = 1.0
-    max_tokens: int = 1024
-    max_model_len: int = 4096
+    max_tokens: int | None = None  # None: the card's max_completion_length, else 1024
+    max_model_len: int | None = None  # None: room for a prompt and max_tokens, at least 4096
     seed: int = 0
     host: str = "127.0.0.1"
     port: int = 8000
@@ -61,7 +64,7 @@ class ServeConfig:
     engine_args: dict[str, Any] = field(default_factory=dict)
     log_level: str = "info"
     constrain: str | None = None  # structured outputs on every pass (--constrain-format): "steps" or verdicts
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"enable_thinking": true}
+    chat_template_kwargs: dict[str, Any] | None = None  # e.g. {"enable_thinking": true}; None: the card's, else {}
     prompt_style: str | None = None  # --prompt-style; None = the model's proofcheck_prompt.json, else full
 
     def __post_init__(self) -> None:
@@ -84,35 +87,66 @@ def served_style(cfg: ServeConfig, card: dict[str, Any] | None) -> str:
     return style
 
 
+def served_card(cfg: ServeConfig) -> dict[str, Any] | None:
+    """The served weights' card: the adapter's first (requests use it), else the model folder's; None
+    when fronting an endpoint or for weights not trained by proofcheck."""
+    if not cfg.model:
+        return None
+    from proofcheck.prompt_card import read_prompt_card
+
+    return (read_prompt_card(cfg.lora[1]) if cfg.lora else None) or read_prompt_card(cfg.model)
+
+
+def served_generation(cfg: ServeConfig, card: dict[str, Any] | None, warn: bool = True) -> tuple[Any, int]:
+    """(`GenerationDefaults`: template options and tokens per pass, engine context) for `cfg`: each flag
+    set wins, else the card's, else the defaults; with `warn`, a warning on stderr for each flag that
+    departs from the card. A context shorter than a pass may be is a ValueError with the fix."""
+    import sys
+
+    from proofcheck.prompt_card import generation_defaults
+
+    gen = generation_defaults(card, cfg.chat_template_kwargs, cfg.max_tokens)
+    for warning in gen.warnings if warn else []:
+        print(f"warning: {(cfg.lora[1] if cfg.lora else None) or cfg.model}: {warning}", file=sys.stderr)
+    model_len = cfg.max_model_len or gen.max_model_len
+    if cfg.model and model_len < gen.max_tokens:
+        raise ValueError(f"--max-model-len {model_len} is shorter than --max-tokens {gen.max_tokens} (the most a "
+                         f"pass may generate); raise --max-model-len to at least {gen.max_model_len}, or drop it")
+    return gen, model_len
+
+
+def check_config(cfg: ServeConfig) -> None:
+    """Raise ValueError (with the fix) for settings that contradict each other or the model's card,
+    before an engine starts."""
+    served_generation(cfg, served_card(cfg), warn=False)
+
+
 def build_service(cfg: ServeConfig) -> Any:
     """The engine, verifier and service for `cfg` (heavy imports happen here)."""
     from proofcheck.serve.service import VerificationService
     from proofcheck.serve.verifier import Verifier, first_model
 
+    card = served_card(cfg)
+    style = served_style(cfg, card)
+    gen, model_len = served_generation(cfg, card)
     if cfg.endpoint is not None:
         from proofcheck.serve.engines import RemoteEngine
 
         name = cfg.endpoint_model or first_model(cfg.endpoint, api_key=cfg.endpoint_api_key)
         engine: Any = RemoteEngine(cfg.endpoint, name, api_key=cfg.endpoint_api_key,
-                                   chat_template_kwargs=cfg.chat_template_kwargs)
+                                   chat_template_kwargs=gen.chat_template_kwargs)
         kind, names, default = "remote", [name], name
     else:
         from proofcheck.serve.inprocess import InProcessEngine
 
-        engine = InProcessEngine(cfg.model or "", lora=cfg.lora, seed=cfg.seed, max_model_len=cfg.max_model_len,
+        engine = InProcessEngine(cfg.model or "", lora=cfg.lora, seed=cfg.seed, max_model_len=model_len,
                                  served_name=cfg.served_model_name,
-                                 chat_template_kwargs=cfg.chat_template_kwargs, **cfg.engine_args)
+                                 chat_template_kwargs=gen.chat_template_kwargs, **cfg.engine_args)
         kind, names, default = "in-process", engine.model_names(), engine.default_model
-    card = None
-    if cfg.model:  # the prompt the served weights were trained on: the adapter's card first (requests use it)
-        from proofcheck.prompt_card import read_prompt_card
-
-        card = (read_prompt_card(cfg.lora[1]) if cfg.lora else None) or read_prompt_card(cfg.model)
-    style = served_style(cfg, card)
     verifier = Verifier(engine, passes=cfg.passes, rule=cfg.rule, temperature=cfg.temperature, constrain=cfg.constrain,
-                        max_tokens=cfg.max_tokens, model=default, prompt_style=style)
+                        max_tokens=gen.max_tokens, model=default, prompt_style=style)
     return VerificationService(verifier, engine_kind=kind, model_names=names, max_queue=cfg.max_queue,
-                               max_proof_chars=cfg.max_proof_chars, max_tokens=cfg.max_tokens,
+                               max_proof_chars=cfg.max_proof_chars, max_tokens=gen.max_tokens,
                                trained_with_reference=card["with_reference"] if card else None)
 
 
@@ -171,6 +205,7 @@ def run_server(cfg: ServeConfig) -> None:
     service = build_service(cfg)
     app = create_app(service, api_key=cfg.api_key, drain_timeout_s=cfg.drain_timeout_s)
     print(f"proofcheck serve: {service.engine_kind} engine, model {service.default_model}, "
-          f"{cfg.passes} passes ({cfg.rule}) on http://{cfg.host}:{cfg.port}", flush=True)
+          f"{cfg.passes} passes ({cfg.rule}), up to {service.max_tokens} tokens a pass, on "
+          f"http://{cfg.host}:{cfg.port}", flush=True)
     uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,
                 timeout_graceful_shutdown=int(cfg.drain_timeout_s))

@@ -86,7 +86,9 @@ class VerificationService:
                       model=self.default_model, models=self.model_names, passes=self.verifier.passes,
                       rule=self.verifier.rule, max_tokens=self.max_tokens, in_flight=self.in_flight,
                       max_queue=self.max_queue, trained_with_reference=self.trained_with_reference,
-                      prompt_style=getattr(self.verifier, "prompt_style", "full"))
+                      prompt_style=getattr(self.verifier, "prompt_style", "full"),
+                      chat_template_kwargs=getattr(getattr(self.verifier, "engine", None), "chat_template_kwargs",
+                                                   None) or {})
 
     # -- admission -------------------------------------------------------------------------
     def _admit(self, slots: int) -> None:

@@ -307,9 +307,11 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
     result = trainer.train(resume_from_checkpoint=resume)
     saved = save_outputs(trainer, script, model_args)
     if acc.is_main_process:  # the prompt the model was trained on, for `score verifier` to compare
-        for folder in saved.values():
+        for folder in saved.values():  # and how it generated, for serve / verify / score to default to
             write_prompt_card(folder, data.with_reference, prompt_sha256(style=data.prompt_style),
-                              prompt_style=data.prompt_style)
+                              prompt_style=data.prompt_style,
+                              chat_template_kwargs=getattr(training, "chat_template_kwargs", None),
+                              max_completion_length=training.max_completion_length)
     summary = make_summary(trainer, data, history, eval_cb, saved, resume, dict(result.metrics), timer.split())
     if acc.is_main_process:
         write_json_atomic(Path(training.output_dir) / SUMMARY_FILE, summary)

@@ -34,12 +34,29 @@ def add_command(sub: Any, name: str, help: str, description: str | None = None) 
     return sub.add_parser(name, help=help, description=description or help, formatter_class=HelpFormatter)
 
 
+CARD_DEFAULT = "what the model's proofcheck_prompt.json says it was trained with"
+MAX_TOKENS_CLIENT_HELP = ("max tokens per pass (default: with --model, " + CARD_DEFAULT + ", else 1024; against a "
+                          "proofcheck service, the service's own --max-tokens, which is also the most it allows)")
+
+
 def add_chat_template_kwargs(p: argparse.ArgumentParser) -> None:
     """`--chat-template-kwargs JSON`: the chat template's switches, set explicitly on every prompt."""
     p.add_argument("--chat-template-kwargs", type=chat_template_kwargs, metavar="JSON",
                    help="keyword arguments for the model's chat template, a JSON object, e.g. "
-                        "'{\"enable_thinking\": true}' for Qwen3 (a thinking verifier then needs --max-tokens "
-                        "large enough to finish thinking: a pass cut at the cap is invalid)")
+                        "'{\"enable_thinking\": true}' for Qwen3 (default: with --model, " + CARD_DEFAULT +
+                        "; a proofcheck service applies its own). A thinking verifier needs --max-tokens large "
+                        "enough to finish thinking: a pass cut at the cap is invalid")
+
+
+def generation_settings(card: dict[str, Any] | None, args: argparse.Namespace, where: str | None) -> Any:
+    """`GenerationDefaults` for a run on a local model: --chat-template-kwargs and --max-tokens when given,
+    else the card's (`proofcheck.prompt_card.generation_defaults`); prints each warning on stderr."""
+    from proofcheck.prompt_card import generation_defaults
+
+    gen = generation_defaults(card, args.chat_template_kwargs, args.max_tokens)
+    for warning in gen.warnings:
+        print(f"warning: {where}: {warning}", file=sys.stderr)
+    return gen
 
 
 PROMPT_STYLE_HELP = ("the verifier prompt style, full or compact (default: the style recorded in the model's "

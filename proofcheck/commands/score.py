@@ -10,6 +10,7 @@ from proofcheck.commands._common import (
     ENDPOINT_MODEL_HELP,
     EXIT_INCOMPLETE,
     EXIT_USAGE,
+    MAX_TOKENS_CLIENT_HELP,
     MODEL_HELP,
     UsageError,
     add_chat_template_kwargs,
@@ -21,6 +22,7 @@ from proofcheck.commands._common import (
     deprecation_warning,
     fail,
     finish_run,
+    generation_settings,
     print_json,
     prompt_style,
     read_judge_template,
@@ -38,8 +40,7 @@ def _add_verifier_args(p: argparse.ArgumentParser) -> None:
                    "message with {problem}, {human_solution}, {solution}); its hash is kept in the manifest")
     add_prompt_style(p)
     p.add_argument("--concurrency", type=int, default=4, help="proofs verified at once")
-    p.add_argument("--max-tokens", type=int, default=None, help="max tokens per verifier pass (default: 1024; "
-                   "against a proofcheck service, the service's own --max-tokens, which is also the most it allows)")
+    p.add_argument("--max-tokens", type=int, default=None, help=MAX_TOKENS_CLIENT_HELP)
     p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same passes on vLLM)")
     p.add_argument("--out", required=True, help="run folder: records.jsonl, summary.json, report.md, *.png")
     add_chat_template_kwargs(p)  # e.g. Qwen3's thinking switch, set explicitly
@@ -97,24 +98,31 @@ def _print(summary: dict, args: argparse.Namespace, keys: tuple[str, ...], title
     print(f"report: {args.out}/report.md  summary: {args.out}/summary.json  plots: {args.out}/*.png")
 
 
-def _make_verifier(args: argparse.Namespace, template: str | None, style: str) -> tuple[Any, str]:
-    """The verifier the run uses, and the id recorded in its manifest (a resume must match it)."""
+def _make_verifier(args: argparse.Namespace, template: str | None, style: str,
+                   card: dict | None = None) -> tuple[Any, str]:
+    """The verifier the run uses, and the id recorded in its manifest (a resume must match it).
+
+    With --model, the chat template options and tokens per pass default to the model's card
+    (`card`: what it was trained with); an endpoint applies its own.
+    """
     import json
     import os
 
     from proofcheck.serve.verifier import make_verifier
 
     key = api_key(args.endpoint_api_key_env, "--endpoint-api-key-env")
-    ctk = args.chat_template_kwargs
+    gen = None if args.endpoint else generation_settings(card, args, args.model)
+    ctk = gen.chat_template_kwargs if gen else args.chat_template_kwargs
     # the template's switches change every prompt: a resume must use the same ones
     suffix = f" chat_template_kwargs:{json.dumps(ctk, sort_keys=True)}" if ctk else ""
-    if args.endpoint:
+    if gen is None:
         # a service renders its own style (and refuses an explicit other one); vLLM takes --prompt-style or full
         v = make_verifier(endpoint=args.endpoint, model=args.endpoint_model, api_key=key, max_tokens=args.max_tokens,
                           prompt_template=template, chat_template_kwargs=ctk, prompt_style=args.prompt_style)
         return v, f"{args.endpoint}#{args.endpoint_model or 'default'}{suffix}"
-    return (make_verifier(model=args.model, max_tokens=args.max_tokens, prompt_template=template,
-                          chat_template_kwargs=ctk, prompt_style=style), f"local:{os.path.abspath(args.model)}{suffix}")
+    return (make_verifier(model=args.model, max_tokens=gen.max_tokens, prompt_template=template,
+                          chat_template_kwargs=ctk, prompt_style=style, max_model_len=gen.max_model_len),
+            f"local:{os.path.abspath(args.model)}{suffix}")
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -144,8 +152,9 @@ def _finish(summary: dict) -> int:
 
 
 def _prover(args: argparse.Namespace) -> int:
+    card = _model_card(args)
     try:
-        style = _style(args, _model_card(args))  # warns here when --prompt-style differs from the card
+        style = _style(args, card)  # warns here when --prompt-style differs from the card
     except ValueError as e:
         return fail(str(e), EXIT_USAGE)
     if (msg := _check(args)) is not None:
@@ -157,7 +166,7 @@ def _prover(args: argparse.Namespace) -> int:
 
     try:
         template, phash = _template(args, style)
-        verifier, verifier_id = _make_verifier(args, template, style)
+        verifier, verifier_id = _make_verifier(args, template, style, card)
         summary = score_prover(args.problems, args.submissions, verifier, verifier_id, args.out,
                                passes=args.passes, rule=args.rule, concurrency=args.concurrency, resume=args.resume,
                                max_tokens=verifier.max_tokens, seed=args.seed, prompt_hash=phash)
@@ -232,7 +241,7 @@ def _verifier(args: argparse.Namespace) -> int:
     try:
         judge_template = read_judge_template(args.judge_prompt_file) if args.judge_prompt_file else None
         template, phash = _template(args, style)
-        verifier, verifier_id = _make_verifier(args, template, style)
+        verifier, verifier_id = _make_verifier(args, template, style, card)
         from proofcheck.bench.meta import make_trial_grader
 
         # meta levels always: structural without a judge, hybrid min(structural, judge) with one

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.commands._common import (
+    CARD_DEFAULT,
     ENDPOINT_MODEL_HELP,
     EXIT_USAGE,
+    MAX_TOKENS_CLIENT_HELP,
     MODEL_HELP,
     REQUIRE_KEY_HELP,
     add_chat_template_kwargs,
@@ -22,11 +24,23 @@ from proofcheck.commands._common import (
     add_json,
     add_prompt_style,
     fail,
+    generation_settings,
     print_json,
     prompt_style,
 )
 
 RULE_CHOICES = ("unanimous", "majority", "any")
+
+SERVE_DESCRIPTION = """\
+Serve the verifier over HTTP: POST /v1/verify (k passes, pessimistic decision), POST /v1/verify/batch,
+GET /health, GET /metrics.
+
+A model folder trained by proofcheck holds proofcheck_prompt.json (an adapter's own is read first):
+the prompt style, the chat template options (e.g. Qwen3's enable_thinking) and the completion length
+it was trained with. --prompt-style, --chat-template-kwargs and --max-tokens default to them (and
+--max-model-len to room for them), so a thinking verifier trained at 8192 tokens is served at 8192
+with thinking on. An explicit flag wins; a --max-tokens below the card's, or other template
+options, is warned about. GET /health reports what the service applies."""
 
 
 def _add_verify_options(p: argparse.ArgumentParser, client: bool = False) -> None:
@@ -35,14 +49,13 @@ def _add_verify_options(p: argparse.ArgumentParser, client: bool = False) -> Non
     p.add_argument("--rule", choices=RULE_CHOICES, default="unanimous",
                    help="decision rule: unanimous = accept iff all k passes are valid accepts")
     if client:
-        p.add_argument("--max-tokens", type=int, default=None, help="max tokens per pass (default: 1024; against "
-                       "our service, the service's own --max-tokens, which is also the most it allows)")
+        p.add_argument("--max-tokens", type=int, default=None, help=MAX_TOKENS_CLIENT_HELP)
     else:
-        p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per pass (the most a request may ask)")
+        p.add_argument("--max-tokens", type=int, default=None, help="max tokens per pass, the most a request may ask "
+                       f"(default: {CARD_DEFAULT}, else 1024; a smaller value than the card's is warned about)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the passes")
     add_chat_template_kwargs(p)
     add_prompt_style(p)
-
 
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -50,7 +63,8 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
                    "enable_lora); requests use it by default")
     p.add_argument("--served-model-name", metavar="NAME", help="with --model: the name this service publishes for "
                    "the weights it loads, in /health and responses (vLLM's flag; default: the path)")
-    p.add_argument("--max-model-len", type=int, default=4096, help="vLLM max_model_len")
+    p.add_argument("--max-model-len", type=int, default=None, help="vLLM max_model_len, the context of prompt and "
+                   "pass (default: 4096, or --max-tokens + 4096 when a pass may be longer than 1024)")
     p.add_argument("--tensor-parallel-size", type=int, help="vLLM tensor parallelism (GPUs per replica)")
     p.add_argument("--data-parallel-size", type=int, help="vLLM data parallelism (engine replicas)")
     p.add_argument("--engine-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -60,7 +74,7 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     s = add_command(sub, "serve", "Serve the verifier over HTTP: POST /v1/verify (k passes, pessimistic decision), "
-                    "POST /v1/verify/batch, GET /health, GET /metrics.")
+                    "POST /v1/verify/batch, GET /health, GET /metrics.", SERVE_DESCRIPTION)
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", metavar="PATH_OR_ID", help=f"{MODEL_HELP}, served by vLLM in-process")
     src.add_argument("--endpoint", metavar="URL", help="front a running vLLM OpenAI-compatible server instead "
@@ -140,7 +154,7 @@ def _engine_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from proofcheck.serve.server import ServeConfig, run_server
+    from proofcheck.serve.server import ServeConfig, check_config, run_server
 
     try:
         cfg = ServeConfig(model=args.model, served_model_name=args.served_model_name, lora=_lora(args.lora),
@@ -153,7 +167,8 @@ def _serve(args: argparse.Namespace) -> int:
                           max_queue=args.max_queue, max_proof_chars=args.max_proof_chars,
                           drain_timeout_s=args.drain_timeout, engine_args=_engine_args(args),
                           log_level=args.log_level, constrain=args.constrain_format,
-                          chat_template_kwargs=args.chat_template_kwargs or {}, prompt_style=args.prompt_style)
+                          chat_template_kwargs=args.chat_template_kwargs, prompt_style=args.prompt_style)
+        check_config(cfg)  # a context shorter than a pass: stop before the engine starts
     except ValueError as e:
         return fail(str(e), EXIT_USAGE)
     run_server(cfg)
@@ -189,16 +204,19 @@ def _verify(args: argparse.Namespace) -> int:
         api_key = _key(args.endpoint_api_key_env, "--endpoint-api-key-env")
     except ValueError as e:
         return fail(str(e), EXIT_USAGE)
-    style = args.prompt_style  # with --endpoint: a service checks it against its own, vLLM takes it (or full)
-    if args.model:  # the style the weights were trained with: the adapter's card first, as serve reads it
+    # with --endpoint: a service checks these against its own, a vLLM server takes them (or the defaults)
+    style, ctk, max_tokens, engine = args.prompt_style, args.chat_template_kwargs, args.max_tokens, {}
+    if args.model:  # what the weights were trained with: the adapter's card first, as serve reads it
         from proofcheck.prompt_card import read_prompt_card
 
         try:
             lora = _lora(args.lora)
             card = (read_prompt_card(lora[1]) if lora else None) or read_prompt_card(args.model)
             style = prompt_style(args.prompt_style, card, lora[1] if lora else args.model)
+            gen = generation_settings(card, args, lora[1] if lora else args.model)
         except ValueError as e:
             return fail(str(e), EXIT_USAGE)
+        ctk, max_tokens, engine = gen.chat_template_kwargs, gen.max_tokens, {"max_model_len": gen.max_model_len}
     try:
         problem, proof = _text(args.problem, "--problem"), _text(args.proof, "--proof")
         reference = _text(args.reference, "--reference")
@@ -209,8 +227,8 @@ def _verify(args: argparse.Namespace) -> int:
     async def run() -> Any:
         verifier = make_verifier(endpoint=args.endpoint, model=args.endpoint_model if args.endpoint else args.model,
                                  api_key=api_key, passes=args.passes, rule=args.rule, temperature=args.temperature,
-                                 max_tokens=args.max_tokens, lora=_lora(args.lora),
-                                 chat_template_kwargs=args.chat_template_kwargs, prompt_style=style)
+                                 max_tokens=max_tokens, lora=_lora(args.lora),
+                                 chat_template_kwargs=ctk, prompt_style=style, **engine)
         try:
             return await verifier.verify(problem or "", steps, reference, all_passes=args.all_passes, seed=args.seed)
         finally:

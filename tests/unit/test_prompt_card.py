@@ -118,4 +118,5 @@ def test_health_has_the_field_and_the_card_its_content(tmp_path: Path) -> None:
     assert "trained_with_reference" in Health.model_fields
     write_prompt_card(tmp_path, True)
     assert read_prompt_card(tmp_path) == {"with_reference": True, "prompt_sha256": None, "prompt_style": "full",
-                                          "written_by": "proofcheck train/grpo.py"}
+                                          "written_by": "proofcheck train/grpo.py", "chat_template_kwargs": {},
+                                          "max_completion_length": None}
