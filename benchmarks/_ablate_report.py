@@ -23,9 +23,11 @@ import math
 from statistics import fmean, stdev
 from typing import Any
 
-METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate")
+METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate", "kpass_bal_f1",
+           "kpass_tpr", "kpass_tnr")
 SHORT = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR",
-         "first_error_step_accuracy": "first-error acc.", "valid_rate": "valid"}
+         "first_error_step_accuracy": "first-error acc.", "valid_rate": "valid",
+         "kpass_bal_f1": "k-pass Bal-F1", "kpass_tpr": "k-pass TPR", "kpass_tnr": "k-pass TNR"}
 MDD_FACTOR = 2.8
 STATS_RULE = ("mean over seeds of the held-out value after training; se = max(between-seed SE, pooled "
               "evaluation SE); mdd = 2.8 x sqrt(se_arm^2 + se_reference^2) (80% power, two-sided 5%)")
@@ -141,7 +143,16 @@ def markdown(report: dict[str, Any]) -> str:
                   else f"{c['diff']:+.3f} (–)") + (" *" if c.get("detected") else "") for c in
                  (cmp_[m] for m in METRICS)]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "`*`: the difference is at least its MDD.", ""]
+    lines += ["", "`*`: the difference is at least its MDD. Per pass (rough) and k-pass: the service's decision with "
+              "all the evaluation's passes (accept only if every pass accepts).", ""]
+    sizing, choice = report.get("sizing") or {}, report.get("choice") or {}
+    if sizing.get("cut"):
+        lines += ["Sized to the host: " + "; ".join(sizing["cut"]) + ".", ""]
+    if choice:
+        lines += [f"Choice ({choice['rule']}): **{choice['arm'] or 'none qualifies'}**. "
+                  + "; ".join(f"{c['arm']} gain {c['gain']:+.3f}, TNR {c['tnr_change']:+.3f}"
+                              + ("" if c["tnr_kept"] else " (TNR lowered)") for c in choice.get("candidates", [])),
+                  ""]
     rep = report.get("repair")
     if rep:
         lines += [f"Repaired positives: {rep['n_accepted']} of {rep['n_rejected_inputs']} rejected proofs repaired "

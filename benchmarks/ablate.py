@@ -1,26 +1,35 @@
-"""The paper's ablations as one command: reward, data, control and the k-pass rule (issue 24).
+"""The reward ablation as one command: which accept/reject incentive teaches checking (README "What the
+ablations show"), with the data arm, the SFT control and the k-pass rule.
 
-    python benchmarks/ablate.py --quick --json runs/ablate/ablations.json          # SmolLM2-135M
+    python benchmarks/ablate.py --quick --json runs/ablate/ablations.json          # SmolLM2-135M, <= 30 min
     python benchmarks/ablate.py --json runs/ablate/ablations.json                  # the full variant
     python benchmarks/ablate.py --quick --model tiny --out /tmp/abl ...            # pipeline check
 
 On the CPU curriculum of `proofcheck demo` (`data.synth.disjoint_splits`, every family; held-out and dev
 sets drawn first) and one SFT warm-up (`proofcheck.train.sft`) that every arm starts from, it runs
 `train/grpo.py` with the demo's recipe (configs/grpo/smollm2-cpu.yaml, tiny-cpu.yaml for `--model tiny`),
-the demo's dataset folder and overrides, for each seed of each arm; the arms differ only by overrides:
-  graded          the structural meta-verifier reward, training scale (1/0.5/0.25/0): the recipe as it is;
-  binary          `--reward_funcs polarity format`: 1 if the verdict's polarity is right, else 0;
-  benchmark_scale `--reward_scale benchmark` (1/0.75/0.5/0);
-  repaired        the training rows with some valid proofs replaced by repaired positives, as many rows;
+the demo's dataset folder and overrides, for each seed of each arm, with the same steps and seeds; the
+arms differ only by overrides:
+  training        `--reward_scale training`: the paper's scale (1/0.5/0.25/0), the reference arm;
+  benchmark       `--reward_scale benchmark` (1/0.75/0.5/0);
+  balanced        `--reward_scale balanced`: right polarity 1, a rejection's grade centred per group;
+  polarity        `--reward_scale polarity`: 1 if the verdict's polarity is right, else 0;
+  repaired        training scale, with some valid training proofs replaced by repaired positives;
   sft_control     no GRPO: SFT continued from the same start on the GRPO tasks' gold verifications for
-                  the wall-clock time the `graded` run of that seed trained (its run minus evaluations).
+                  the wall-clock time the `training` run of that seed trained (its run minus evaluations).
 Every arm is evaluated by train/callbacks.py inside a GRPO run on the same held-out proofs, passes and
-seed (the control by a run whose one step has learning rate 0); the `graded` run also evaluates before
-its first step, the SFT start every arm of that seed shares. Repaired
-positives come through `proofcheck data repair` against a deterministic local repairer served over
-HTTP on 127.0.0.1 (the OpenAI chat wire format the repair path calls): it returns the known-valid
+seed (the control by a run whose one step has learning rate 0): per pass (rough) and as the service's
+k-pass decision; the first arm also evaluates before its first step, the SFT start every arm shares.
+
+Fitting the host (`--budget-min`, 30 with `--quick`): after SFT the time left, less the k-pass stage's
+reserve, is split between the runs; when two seeds leave a run under `MIN_RUN_S` only one seed runs. The
+first arm trains as many steps as its share allows (at most `--steps`) and every other run trains the
+same number. What was cut is said in the output and in the JSON (`sizing`).
+
+Repaired positives come through `proofcheck data repair` against a deterministic local repairer served
+over HTTP on 127.0.0.1 (the OpenAI chat wire format the repair path calls): it returns the known-valid
 proof of each rejected proof's problem, and its checker accepts exactly the known-valid proofs. The
-k-pass curve serves the `graded` verifier (`proofcheck serve`, as the demo does), samples 8 passes per
+k-pass curve serves the `training` verifier (`proofcheck serve`, as the demo does), samples 8 passes per
 proof on held-out proofs and on the shipped annotated proofs, and applies `proofcheck.decision`'s rules.
 
 Writes the JSON (`--json`, keys in `_ablate_report` and the README), `ABLATIONS.md` and two PNGs in
@@ -38,27 +47,33 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-ARMS = ("graded", "binary", "benchmark_scale", "repaired", "sft_control")
-TITLES = {"graded": "(a) graded structural reward, training scale (the recipe)",
-          "binary": "(b) binary polarity reward (`--reward_funcs polarity format`)",
-          "benchmark_scale": "(c) graded, benchmark scale (`--reward_scale benchmark`)",
-          "repaired": "data: repaired positives in place of valid rows, same row count",
+INCENTIVE_ARMS = ("training", "benchmark", "balanced", "polarity")
+ARMS = (*INCENTIVE_ARMS, "repaired", "sft_control")
+REFERENCE = "training"
+TITLES = {"training": "(a) graded, training scale 1/0.5/0.25/0 (the paper's)",
+          "benchmark": "(b) graded, benchmark scale 1/0.75/0.5/0",
+          "balanced": "(c) balanced: right polarity 1, a rejection's grade centred per group",
+          "polarity": "(d) polarity only: 1 if accept/reject is right",
+          "repaired": "data: repaired positives in place of valid rows, same row count (training scale)",
           "sft_control": "control: SFT continued for the GRPO stage's wall-clock time (steps: SFT steps)"}
-OVERRIDES = {"graded": [], "binary": ["--reward_funcs", "polarity", "format"],
-             "benchmark_scale": ["--reward_scale", "benchmark"], "repaired": [], "sft_control": []}
+OVERRIDES = {**{a: ["--reward_scale", a] for a in INCENTIVE_ARMS}, "repaired": [], "sft_control": []}
+MIN_RUN_S = 240.0     # a GRPO run shorter than this is mostly its fixed cost (start, evaluation, save)
+CONTROL_RUNS = 1.5    # the SFT control costs about 1.5 GRPO runs (its SFT + a one-step evaluation run)
+KPASS_RESERVE_S = 300.0
 
 
 @dataclass
 class AblateConfig:
-    """Sizes of one ablation run. `quick()` is the 2-seed variant; the defaults are the full one."""
+    """Sizes of one ablation run. `quick()` fits 30 minutes; the defaults are the full one."""
 
     model: str = "smollm2"
     out: Path = Path("runs/ablate")
     report_dir: Path = REPO / "benchmarks"
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    steps: int = 32               # GRPO steps of every arm
+    steps: int = 32               # GRPO steps of every arm (the most, with a budget)
+    budget_s: float | None = None  # the whole run's wall clock; None: no fitting (every seed, `steps` steps)
     sft_tasks: int = 256
-    sft_steps: int = 16
+    sft_steps: int = 48
     sft_lr: float = 1e-3
     sft_lora_r: int = 16
     grpo_tasks: int = 512
@@ -77,8 +92,9 @@ class AblateConfig:
 
     @classmethod
     def quick(cls, **kw: Any) -> AblateConfig:
-        base = dict(seeds=[0, 1], steps=4, grpo_tasks=128, eval_tasks=32, eval_passes=2, repair_pairs=16,
-                    kpass_tasks=16)
+        base = dict(seeds=[0, 1], steps=24, budget_s=1800.0, sft_steps=32, grpo_tasks=256, eval_tasks=32,
+                    eval_passes=4, repair_pairs=16, kpass_tasks=16,
+                    arms=[a for a in ARMS if a != "repaired"])
         return cls(**{**base, **kw})
 
 
@@ -145,12 +161,13 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Path, env: dict[str, str],
-         console: Any, extra: list[str], at_start: bool = False) -> dict[str, Any]:
+         console: Any, extra: list[str], at_start: bool = False, budget_s: float | None = None) -> dict[str, Any]:
     """One `train/grpo.py` run as the demo drives it; returns its run_summary.json plus wall seconds.
 
     Only `at_start` runs evaluate before the first step: every arm of a seed starts from the same model
-    and evaluates the same proofs with the same sampling seed, so one "before" (the `graded` run's) is
-    every arm's, and the others skip an evaluation that would repeat it."""
+    and evaluates the same proofs with the same sampling seed, so one "before" (the first arm's) is
+    every arm's, and the others skip an evaluation that would repeat it. `budget_s`: the run stops after
+    the last step that fits (train/budget.py), at most `cfg.steps`."""
     out = cfg.out / "runs" / f"{name}-s{seed}"
     if not (out / "run_summary.json").is_file():
         cmd = [sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(REPO / cfg.recipe),
@@ -161,10 +178,11 @@ def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Path, en
                "--eval_every_steps", "0", "--prompt_style", cfg.prompt_style,
                "--eval_max_samples", str(cfg.eval_tasks), "--eval_passes", str(cfg.eval_passes),
                "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(seed),
-               *cfg.extra_overrides, *extra]
+               *(["--time_budget_s", f"{budget_s:.0f}"] if budget_s else []), *cfg.extra_overrides, *extra]
         wall = _run(cmd, cfg.out / "logs" / f"{name}-s{seed}.log", env, console)
         summary = json.loads((out / "run_summary.json").read_text())
         summary["ablate_wall_s"] = round(wall, 1)
+        summary["ablate_overrides"] = extra
         (out / "run_summary.json").write_text(json.dumps(summary, indent=1))
     return json.loads((out / "run_summary.json").read_text())
 
@@ -324,6 +342,113 @@ def _mean_curves(curves: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# ------------------------------------------------------------------ the arms, fitted to the host
+
+def size_runs(cfg: AblateConfig, left_s: float | None) -> dict[str, Any]:
+    """Seeds and each GRPO run's share of the time left after SFT (None: no budget, nothing cut).
+
+    The GRPO arms and the control (`CONTROL_RUNS` runs) of every seed share `left_s`; when two or more
+    seeds would leave a run under `MIN_RUN_S`, only the first seed runs."""
+    grpo_arms = [a for a in cfg.arms if a != "sft_control"]
+    per_seed = len(grpo_arms) + (CONTROL_RUNS if "sft_control" in cfg.arms else 0)
+    if left_s is None:
+        return {"seeds": list(cfg.seeds), "run_budget_s": None, "cut": []}
+    seeds, cut = list(cfg.seeds), []
+    share = left_s / (len(seeds) * per_seed)
+    if share < MIN_RUN_S and len(seeds) > 1:
+        cut.append(f"one seed instead of {len(seeds)}: {len(seeds)} would leave each run {share:.0f} s "
+                   f"(< {MIN_RUN_S:.0f} s) of the {left_s:.0f} s left after SFT")
+        seeds, share = seeds[:1], left_s / per_seed
+    return {"seeds": seeds, "run_budget_s": round(share), "cut": cut}
+
+
+def train_arms(cfg: AblateConfig, start: Path, datasets: dict[str, Path], plain: Path, gold: Path,
+               env: dict[str, str], console: Any, stage: Any, t_start: float
+               ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """Every seed's GRPO arms and SFT control from the one SFT start; returns the runs and the sizing.
+
+    With a budget, the first arm of the first seed trains within its share and sets the steps of every
+    other run (same steps, same seeds: the arms differ only by their overrides)."""
+    left = None if cfg.budget_s is None else cfg.budget_s - (time.perf_counter() - t_start) - KPASS_RESERVE_S
+    sizing = size_runs(cfg, left)
+    for line in sizing["cut"]:
+        console.print(f"[bold]sized down[/bold]: {line}")
+    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in cfg.arms}
+    order = [a for a in ARMS if a in cfg.arms and a != "sft_control"]
+    steps = cfg.steps
+    for i, seed in enumerate(sizing["seeds"]):
+        reference: dict[str, Any] | None = None
+        for j, arm in enumerate(order):
+            sized = i == 0 and j == 0 and sizing["run_budget_s"] is not None
+            extra = [*OVERRIDES[arm], "--max_steps", str(steps)]
+            s = stage(f"seed {seed}: GRPO arm `{arm}` ({'<= ' if sized else ''}{steps} steps)",
+                      lambda arm=arm, seed=seed, extra=extra, sized=sized, j=j: grpo(
+                          cfg, arm, seed, start, datasets[arm], env, console, extra, at_start=j == 0,
+                          budget_s=sizing["run_budget_s"] if sized else None))
+            runs[arm].append(run_record(s, seed))
+            if sized and s["global_step"] < steps:
+                sizing["cut"].append(f"{s['global_step']} GRPO steps per arm instead of {steps} (the first arm's "
+                                     f"share, {sizing['run_budget_s']} s)")
+                console.print(f"[bold]sized down[/bold]: {sizing['cut'][-1]}")
+                steps = s["global_step"]
+            reference = s if arm == REFERENCE else reference
+        if "sft_control" in cfg.arms:
+            runs["sft_control"].append(sft_control(cfg, seed, start, plain, gold, reference, env, console, stage))
+    sizing["steps"] = steps
+    return runs, sizing
+
+
+def sft_control(cfg: AblateConfig, seed: int, start: Path, plain: Path, gold: Path, reference: dict[str, Any] | None,
+                env: dict[str, str], console: Any, stage: Any) -> dict[str, Any]:
+    """SFT continued from the start for the reference arm's training time, evaluated as every arm is."""
+    if reference is None:
+        raise RuntimeError(f"the sft_control arm needs the {REFERENCE} arm (its GRPO time is the control's)")
+    rec = run_record(reference, seed)
+    budget = max(1.0, (rec["wall_s"] or 0) - rec["eval_s"])
+    ctrl = cfg.out / "runs" / f"sft_control-s{seed}" / "model"
+
+    def control() -> dict[str, Any]:
+        if not (ctrl / "config.json").is_file():
+            _run([sys.executable, "-m", "proofcheck.train.sft", "--model", str(start), "--out", str(ctrl),
+                  "--data", str(gold), "--steps", "100000", "--lr", str(cfg.sft_lr),
+                  "--lora-r", str(cfg.sft_lora_r), "--seed", str(seed), "--time-budget", f"{budget:.0f}",
+                  "--prompt-style", cfg.prompt_style], cfg.out / "logs" / f"sft_control-s{seed}.log", env, console)
+        # evaluated as every arm is, by a GRPO run whose one step at learning rate 0 changes nothing
+        return grpo(cfg, "sft_control-eval", seed, ctrl, plain, env, console,
+                    ["--max_steps", "1", "--learning_rate", "0"])
+
+    s = stage(f"seed {seed}: SFT control for {budget:.0f} s + its held-out evaluation", control)
+    plan = ctrl / "sft_plan.json"
+    rec = run_record(s, seed)
+    rec.update(steps=(json.loads(plan.read_text()).get("steps") if plan.is_file() else None),
+               time_budget_s=round(budget))
+    return rec
+
+
+def choose_incentive(report: dict[str, Any]) -> dict[str, Any]:
+    """The recipes' default by the rule of README "What the ablations show": of the incentive arms, the
+    one with the largest held-out rough Balanced F1 gain over the SFT start whose TNR is not lower than
+    the start's by more than one standard error of the difference."""
+    import math
+
+    start = report["sft_start"]
+    rows = []
+    for arm in INCENTIVE_ARMS:
+        if arm not in report["arms"]:
+            continue
+        s = report["arms"][arm]["summary"]
+        f1, tnr, f1_0, tnr_0 = (s["rough_bal_f1"]["mean"], s["rough_tnr"]["mean"], start["rough_bal_f1"]["mean"],
+                                start["rough_tnr"]["mean"])
+        if None in (f1, tnr, f1_0, tnr_0):
+            continue
+        se = math.hypot(s["rough_tnr"]["se"] or 0.0, start["rough_tnr"]["se"] or 0.0)
+        rows.append({"arm": arm, "gain": f1 - f1_0, "tnr_change": tnr - tnr_0, "tnr_kept": tnr - tnr_0 >= -se})
+    kept = [r for r in rows if r["tnr_kept"]]
+    best = max(kept, key=lambda r: r["gain"]) if kept else None
+    return {"rule": "largest rough Bal-F1 gain over the SFT start with TNR not lower by more than 1 SE",
+            "arm": best["arm"] if best else None, "candidates": rows}
+
+
 # ------------------------------------------------------------------ the command
 
 def machine() -> dict[str, Any]:
@@ -403,55 +528,21 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
                        "repairer_kind": "a deterministic local repairer served over HTTP on 127.0.0.1 (returns "
                                         "the known-valid proof; its checker accepts exactly known-valid proofs)",
                        "n_used": used, "rows": len(train)}
-    runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in cfg.arms}
-    first = next((a for a in ARMS if a in cfg.arms and a != "sft_control"), None)  # evaluates the start too
-    for seed in cfg.seeds:
-        graded: dict[str, Any] | None = None
-        for arm in [a for a in ARMS if a in cfg.arms and a != "sft_control"]:
-            s = stage(f"seed {seed}: GRPO arm `{arm}` ({cfg.steps} steps)",
-                      lambda arm=arm, seed=seed: grpo(cfg, arm, seed, start, datasets[arm], env, console,
-                                                      OVERRIDES[arm], at_start=arm == first))
-            runs[arm].append(run_record(s, seed))
-            graded = s if arm == "graded" else graded
-        if "sft_control" in cfg.arms:
-            if graded is None:
-                raise RuntimeError("the sft_control arm needs the graded arm (its GRPO time is the control's)")
-            rec = run_record(graded, seed)
-            budget = max(1.0, (rec["wall_s"] or 0) - rec["eval_s"])
-            ctrl = cfg.out / "runs" / f"sft_control-s{seed}" / "model"
-
-            def control(ctrl: Path = ctrl, budget: float = budget, seed: int = seed) -> dict[str, Any]:
-                if not (ctrl / "config.json").is_file():
-                    _run([sys.executable, "-m", "proofcheck.train.sft", "--model", str(start), "--out", str(ctrl),
-                          "--data", str(data / "grpo.jsonl"), "--steps", "100000", "--lr", str(cfg.sft_lr),
-                          "--lora-r", str(cfg.sft_lora_r), "--seed", str(seed), "--time-budget", f"{budget:.0f}",
-                          "--prompt-style", cfg.prompt_style], cfg.out / "logs" / f"sft_control-s{seed}.log", env,
-                         console)
-                # evaluated as every arm is, by a GRPO run whose one step at learning rate 0 changes nothing
-                return grpo(cfg, "sft_control-eval", seed, ctrl, plain, env, console,
-                            ["--max_steps", "1", "--learning_rate", "0"])
-
-            s = stage(f"seed {seed}: SFT control for {budget:.0f} s + its held-out evaluation", control)
-            plan = ctrl / "sft_plan.json"
-            rec = run_record(s, seed)
-            rec.update(steps=(json.loads(plan.read_text()).get("steps") if plan.is_file() else None),
-                       time_budget_s=round(budget))
-            runs["sft_control"].append(rec)
-
+    runs, sizing = train_arms(cfg, start, datasets, plain, data / "grpo.jsonl", env, console, stage, t_start)
     kpass: dict[str, Any] = {}
-    if "graded" in cfg.arms:
+    if REFERENCE in cfg.arms:
         annotated = [{"proof_id": p.proof_id, "problem": p.problem, "steps": list(p.steps),
                       "is_correct": bool(p.gold_is_correct)}
                      for p in load_records(SAMPLES_DIR / "annotated.jsonl", "annotated")]
         held = sets["eval"][: cfg.kpass_tasks]
         curves: dict[str, list[dict[str, Any]]] = {"heldout": [], "annotated": []}
         ks = tuple(k for k in (1, 2, 4, 8) if k <= cfg.kpass_max)
-        for seed in cfg.seeds:
-            merged = Path(json.loads((cfg.out / "runs" / f"graded-s{seed}" / "run_summary.json").read_text())
+        for seed in sizing["seeds"]:
+            merged = Path(json.loads((cfg.out / "runs" / f"{REFERENCE}-s{seed}" / "run_summary.json").read_text())
                           ["saved"]["merged"])
 
             def sample(merged: Path = merged, seed: int = seed) -> None:
-                cache = cfg.out / "kpass" / f"graded-s{seed}.json"
+                cache = cfg.out / "kpass" / f"{REFERENCE}-s{seed}.json"
                 if not cache.is_file():
                     got = {"heldout": kpass_samples(cfg, merged, held + annotated, env, f"s{seed}", seed)}
                     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -460,27 +551,29 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
                 for where, proofs in json.loads(cache.read_text()).items():
                     curves[where].append(kpass_curve(proofs, ks))
 
-            stage(f"seed {seed}: k-pass curve of the graded verifier ({cfg.kpass_max} passes, "
+            stage(f"seed {seed}: k-pass curve of the {REFERENCE} verifier ({cfg.kpass_max} passes, "
                   f"{len(held)} held-out + {len(annotated)} annotated proofs)", sample)
-        kpass = {"arm": "graded", "ks": list(ks), "heldout_n": len(held), "annotated_n": len(annotated),
+        kpass = {"arm": REFERENCE, "ks": list(ks), "heldout_n": len(held), "annotated_n": len(annotated),
                  **{w: _mean_curves(c) for w, c in curves.items() if c},
                  "per_seed": {w: c for w, c in curves.items()}}
 
     # the SFT start: each seed's step-0 evaluation in its first GRPO arm (the same model, tasks and seed)
+    first = next((a for a in ARMS if a in cfg.arms and a != "sft_control"), None)  # it evaluated the start too
     starts = [r for r in runs.get(first, []) if r["before"]] if first else []
     report: dict[str, Any] = {
         "schema": "proofcheck.ablations/1", "command": command, "machine": machine(),
         "model": "SmolLM2-135M-Instruct" if cfg.model == "smollm2" else "tiny (random weights)",
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()},
         "eval": {"n_tasks": cfg.eval_tasks, "passes": cfg.eval_passes, "split": "held-out (data.synth, seed 0)"},
-        "stats_rule": STATS_RULE, "reference_arm": "graded",
+        "stats_rule": STATS_RULE, "reference_arm": REFERENCE, "sizing": sizing,
         "sft_start": arm_stats(starts, key="before"),
         "arms": {arm: {"title": TITLES[arm], "overrides": OVERRIDES[arm], "runs": runs[arm],
                        "summary": arm_stats(runs[arm])} for arm in cfg.arms},
         "repair": repair_info, "kpass": kpass, "stage_times_s": times,
     }
-    report["comparisons"] = ({arm: compare(report["arms"][arm]["summary"], report["arms"]["graded"]["summary"])
-                              for arm in cfg.arms if arm != "graded"} if "graded" in cfg.arms else {})
+    report["comparisons"] = ({arm: compare(report["arms"][arm]["summary"], report["arms"][REFERENCE]["summary"])
+                              for arm in cfg.arms if arm != REFERENCE} if REFERENCE in cfg.arms else {})
+    report["choice"] = choose_incentive(report)
     report["total_s"] = round(time.perf_counter() - t_start, 1)
     cfg.report_dir.mkdir(parents=True, exist_ok=True)
     report["plots"] = plots(report, str(cfg.report_dir / "ablations"))
@@ -493,7 +586,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", metavar="FILE", help="write the report JSON here")
-    ap.add_argument("--quick", action="store_true", help="2 seeds, 4 GRPO steps, 32 held-out proofs x 2 passes")
+    ap.add_argument("--quick", action="store_true",
+                    help="fits --budget-min 30: the four incentive arms and the SFT control, 2 seeds (1 when the "
+                         "host is too slow), as many GRPO steps as fit (<= 24), 32 held-out proofs x 4 passes")
+    ap.add_argument("--budget-min", type=float, help="wall-clock minutes the whole run may take (default: 30 with "
+                                                     "--quick, none otherwise); steps and seeds are cut to fit")
     ap.add_argument("--model", choices=["smollm2", "tiny"], default="smollm2")
     ap.add_argument("--out", type=Path, default=Path("runs/ablate"), help="runs, logs and data (a re-run reuses them)")
     ap.add_argument("--report-dir", type=Path, default=REPO / "benchmarks", help="ABLATIONS.md and the PNGs")
@@ -515,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             ap.error(f"--arms: unknown {bad}; choose from {','.join(ARMS)}")
         kw["arms"] = args.arms.split(",")
+    if args.budget_min is not None:
+        kw["budget_s"] = args.budget_min * 60
     cfg = AblateConfig.quick(**kw) if args.quick else AblateConfig(**kw)
     if args.model == "tiny":
         cfg = _tiny(cfg)

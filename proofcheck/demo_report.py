@@ -35,16 +35,19 @@ def reward_plot(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-LEARNING_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "reward_mean", "first_error_step_accuracy")
+LEARNING_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "reward_mean", "first_error_step_accuracy",
+                 "kpass_bal_f1", "kpass_tpr", "kpass_tnr")
 _SHORT = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR", "valid_rate": "valid",
-          "reward_mean": "reward", "first_error_step_accuracy": "1st-err"}
+          "reward_mean": "reward", "first_error_step_accuracy": "1st-err", "kpass_bal_f1": "k-pass Bal-F1",
+          "kpass_tpr": "k-pass TPR", "kpass_tnr": "k-pass TNR"}
 
 
 def learning_table(evals: dict[str, dict[str, Any]], n_tasks: int, dtype: str,
                    target: dict[str, Any] | None = None) -> None:
     """Before/after with standard errors, in 80 columns; the title says which dtype trained."""
-    t = Table(title=f"Held-out tasks ({n_tasks} x {evals['before_grpo']['passes']} passes, same seed; trained in "
-                    f"{dtype}): mean +- SE")
+    k = evals['before_grpo']['passes']
+    t = Table(title=f"Held-out tasks ({n_tasks} x {k} passes, same seed; trained in {dtype}): mean +- SE. Per pass "
+                    f"(rough), and k-pass: the service's decision, accept only if all {k} passes accept")
     t.add_column("metric")
     for name in ("before GRPO", "after GRPO", "change"):
         t.add_column(name, justify="right")
@@ -215,3 +218,72 @@ def curve_table(summary: dict[str, Any]) -> str | None:
     return (f"curve: Balanced F1 {curve[0].get('rough_bal_f1') or 0:.2f} at step {curve[0]['step']} -> "
             f"{last.get('rough_bal_f1') or 0:.2f} at step {last['step']} ({trend}); TPR {last.get('rough_tpr') or 0:.2f}, "
             f"TNR {last.get('rough_tnr') or 0:.2f}")
+
+
+# per-step checking diagnostics (run_summary.json `step_diagnostics`: TRL's log keys and ours, `checking/...`)
+DIAG_COLUMNS = (("reward", "reward"), ("checking/accept_rate_valid", "acc|valid"),
+                ("checking/accept_rate_flawed", "acc|flawed"), ("checking/level/EXACT_MATCH", "exact"),
+                ("checking/level/BASIC_MATCH", "basic"), ("checking/level/POOR_MATCH", "poor"),
+                ("checking/level/WRONG_POLARITY", "wrong pol."), ("checking/level/invalid", "invalid"),
+                ("frac_reward_zero_std", "no spread"), ("completions/mean_length", "length"),
+                ("completions/clipped_ratio", "cut"))
+
+
+def diagnostics_table(summary: dict[str, Any]) -> None:
+    """What each GRPO step did to checking: accept rates on valid / flawed proofs, level mix, share of
+    groups with no reward spread (no signal), mean completion length and share cut by the limit."""
+    rows = summary.get("step_diagnostics") or []
+    if not rows:
+        return
+    t = Table(title="GRPO per step: accept rate on valid / flawed proofs, level mix, groups without reward spread, "
+                    "completion length (tokens) and share cut off")
+    t.add_column("step", justify="right")
+    for _, short in DIAG_COLUMNS:
+        t.add_column(short, justify="right")
+    for r in rows:
+        t.add_row(str(r["step"]), *("-" if r.get(k) is None else f"{r[k]:.0f}" if k == "completions/mean_length"
+                                    else f"{r[k]:.2f}" for k, _ in DIAG_COLUMNS))
+    console.print(t)
+    fams = sorted({k.split("/")[-1] for r in rows for k in r if k.startswith("checking/reward_family/")})
+    if fams:
+        last = rows[-1]
+        console.print("  reward by family, last step: " + ", ".join(
+            f"{f} {last.get('checking/reward_family/' + f, float('nan')):.2f}" for f in fams))
+
+
+def diagnostics_plot(summary: dict[str, Any], path: Path) -> Path | None:
+    """The per-step diagnostics as a PNG: accept rates by class and zero-spread share (left), level mix (right)."""
+    rows = summary.get("step_diagnostics") or []
+    if not rows:
+        return None
+    plt = _plt()
+    steps = [r["step"] for r in rows]
+
+    def series(key: str) -> list[float]:
+        return [float("nan") if r.get(key) is None else r[key] for r in rows]
+
+    fig, (ax, ax_l) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for key, label, color in (("checking/accept_rate_valid", "accept | valid proof", "#55a868"),
+                              ("checking/accept_rate_flawed", "accept | flawed proof", "#c44e52"),
+                              ("frac_reward_zero_std", "groups without spread", "#8172b2")):
+        ax.plot(steps, series(key), marker="o", ms=3, label=label, color=color)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("GRPO step")
+    ax.set_title("Accept rates and groups without signal")
+    ax.legend(fontsize=8)
+    bottom = [0.0] * len(rows)
+    for key, label, color in (("checking/level/EXACT_MATCH", "exact", "#55a868"),
+                              ("checking/level/BASIC_MATCH", "basic", "#a6d854"),
+                              ("checking/level/POOR_MATCH", "poor", "#ffd92f"),
+                              ("checking/level/WRONG_POLARITY", "wrong polarity", "#c44e52"),
+                              ("checking/level/invalid", "invalid", "#999999")):
+        ys = [r.get(key) or 0.0 for r in rows]
+        ax_l.bar(steps, ys, bottom=bottom, color=color, label=label)
+        bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
+    ax_l.set_xlabel("GRPO step")
+    ax_l.set_title("Level mix of the training completions")
+    ax_l.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -73,6 +73,29 @@ def proof_rough(p: ProofTrials, repeats: int | None = None) -> float:
     return _share([t.valid and ((t.first_error_step == -1) == p.is_correct) for t in p.trials], repeats)
 
 
+def proof_kpass_right(p: ProofTrials, k: int | None = None) -> float:
+    """1.0 when the k-pass decision of `proofcheck serve` on one proof is right, else 0.0.
+
+    The service accepts only if every one of its k passes is a valid accept (`proofcheck.decision`,
+    rule `unanimous`); an invalid pass is never an accept. `k` takes the proof's first k trials
+    (all when None), so one evaluation with 8 passes gives the decision at every k <= 8. A proof
+    without trials is rejected (no evidence is not acceptance).
+    """
+    from proofcheck.decision import decide
+
+    trials = p.trials[:k] if k is not None else p.trials
+    outcomes = ["accept" if t.valid and t.first_error_step == -1 else "reject" if t.valid else "invalid"
+                for t in trials]
+    return float((decide(outcomes, "unanimous") == "accept") == p.is_correct)
+
+
+def kpass_metrics(proofs: list[ProofTrials], k: int | None = None) -> dict[str, float | None]:
+    """Balanced F1, TPR and TNR of the k-pass unanimous decision over proofs (one decision a proof)."""
+    tpr = _mean([proof_kpass_right(p, k) for p in proofs if p.is_correct])
+    tnr = _mean([proof_kpass_right(p, k) for p in proofs if not p.is_correct])
+    return {"kpass_bal_f1": balanced_f1(tpr, tnr), "kpass_tpr": tpr, "kpass_tnr": tnr}
+
+
 def proof_first_error_step_accuracy(p: ProofTrials, repeats: int | None = None) -> float:
     """Share of one proof's repeats that are valid and name its gold first error step (-1: none).
 

@@ -31,14 +31,21 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from proofcheck.parsing import finish_reason_from_ids, parse_verifier_output
 from proofcheck.reward.client import JudgeConfig
+from proofcheck.reward.diagnostics import (
+    Outcome,
+    batch_diagnostics,
+    family_of_annotation,
+    gold_flawed,
+    log_diagnostics,
+)
 from proofcheck.reward.grading import GradeItem, Grader
-from proofcheck.reward.levels import GradeResult, Level, Scale
+from proofcheck.reward.levels import BALANCED_BONUS, INCENTIVES, SCALES, GradeResult, Level, Scale
 
 
 def completion_text(completion: Any) -> str:
@@ -124,7 +131,9 @@ class MetaVerifierReward(TruncationMixin):
 
     Args:
         mode: "structural" (step indices), "judge" (LLM judge) or "hybrid" (min of both).
-        scale: "training" (1/0.5/0.25/0) or "benchmark" (1/0.75/0.5/0), or a `Scale`.
+        scale: the accept/reject incentive (`levels.INCENTIVES`, README "Rewards"): "training"
+            (1/0.5/0.25/0, the paper's), "benchmark" (1/0.75/0.5/0), "balanced" (polarity 1/0 and the
+            training grade centred per group: `balance_groups`), "polarity" (1/1/1/0); or a `Scale`.
         judge_endpoint, judge_model: the judge's OpenAI-compatible base URL and model name.
         judge_kwargs: more `JudgeConfig` fields (concurrency, timeout_s, max_retries, cache_dir, ...).
         name: the name TRL logs the reward under (`rewards/<name>/mean`).
@@ -147,7 +156,11 @@ class MetaVerifierReward(TruncationMixin):
             raise ValueError(f"judge options {sorted(judge_kwargs)} given without a judge_endpoint")
         if mode in ("judge", "hybrid") and not isinstance(self, AsyncMetaVerifierReward):
             raise ValueError(f"mode {mode!r} needs AsyncMetaVerifierReward (use MetaVerifierReward(mode=...))")
-        self.grader = Grader(mode, scale, judge)
+        if isinstance(scale, str) and scale not in INCENTIVES:
+            raise ValueError(f"unknown scale {scale!r} (the reward incentive); choose one of {', '.join(INCENTIVES)}")
+        self.incentive = scale if isinstance(scale, str) else getattr(scale, "name", "custom")
+        # `balanced` grades on the training scale and then centres the grades per group (balance_groups)
+        self.grader = Grader(mode, "training" if scale == "balanced" else scale, judge)
         self.mode = mode
         self.__name__ = name
         self.counts: Counter = Counter()
@@ -169,8 +182,11 @@ class MetaVerifierReward(TruncationMixin):
         return [GradeItem(problem=p, steps=list(s), text=completion_text(c), annotation=a, finish_reason=f)
                 for c, a, s, p, f in zip(completions, anns, steps, problems, finishes, strict=True)]
 
-    def _finish(self, results: list[GradeResult], log_metric: Callable[[str, float], None] | None
+    def _finish(self, items: list[GradeItem], results: list[GradeResult], kwargs: dict[str, Any]
                 ) -> list[float | None]:
+        """Scores from the grades (made polarity-neutral per group under `balanced`), with the level
+        counts and the batch's checking diagnostics (`reward/diagnostics.py`) logged."""
+        log_metric = kwargs.get("log_metric")
         batch: Counter = Counter()
         for r in results:
             key = "grader_failure" if r.grader_error else "invalid" if not r.valid else r.level.name
@@ -179,11 +195,77 @@ class MetaVerifierReward(TruncationMixin):
         if callable(log_metric):
             for key in (*[lvl.name for lvl in Level], "invalid", "grader_failure"):
                 log_metric(f"{self.__name__}/count/{key}", float(batch.get(key, 0)))
-        return [r.score for r in results]
+        groups = _group_keys(kwargs, len(items))
+        flawed = [gold_flawed(it.annotation) for it in items]
+        scores = [r.score for r in results]
+        if self.incentive == "balanced":
+            if groups is None:
+                raise ValueError("reward_scale balanced centres grades per proof: it needs the dataset column "
+                                 "'proof_id' (or TRL's prompts) to group completions")
+            scores = balance_groups(results, flawed, groups)
+        groups = groups or [str(i) for i in range(len(items))]  # ungrouped: no zero-spread share
+        outcomes = [Outcome(g, f, _accepted(it), r, s, family_of_annotation(it.annotation))
+                    for it, r, s, f, g in zip(items, results, scores, flawed, groups, strict=True)]
+        log_diagnostics(batch_diagnostics(outcomes), log_metric)
+        return scores
 
     def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         items = self._items(completions, kwargs)
-        return self._finish([self.grader.grade_sync(it) for it in items], kwargs.get("log_metric"))
+        return self._finish(items, [self.grader.grade_sync(it) for it in items], kwargs)
+
+
+def _group_keys(kwargs: dict[str, Any], n: int) -> list[str] | None:
+    """Which completions answer the same proof (a GRPO group): the `proof_id` column, else TRL's
+    prompts; None when the caller passed neither."""
+    for name in ("proof_id", "prompts"):
+        if kwargs.get(name) is not None:
+            return [str(x) for x in _column(kwargs, name, n)]
+    return None
+
+
+def _accepted(item: GradeItem) -> bool:
+    """A valid output that flags no step (what serving counts as an accept)."""
+    from proofcheck.reward.structural import flagged_steps
+
+    parsed = parse_verifier_output(item.text, len(item.steps), item.finish_reason)
+    return parsed.verdict is not None and not flagged_steps(parsed.verdict)
+
+
+def balance_groups(results: list[GradeResult], flawed: list[bool], groups: list[str],
+                   bonus: float = BALANCED_BONUS) -> list[float | None]:
+    """The `balanced` incentive: right polarity earns 1, wrong polarity and invalid output 0, and a
+    rejection of a flawed proof moves by `bonus` x (its training-scale grade - the mean grade of the
+    right-polarity rejections of the same proof in the batch).
+
+    The location bonus is zero-mean within each group, so rejecting a flawed proof earns exactly 1 on
+    average, as accepting a valid one does: the belief at which accepting and rejecting earn the same
+    is 0.5 whatever grade the verifier's rejections reach, while a better-located rejection still
+    beats a worse one of the same proof. A grader failure stays None.
+
+    Example:
+        >>> from proofcheck.reward.levels import Level
+        >>> g = lambda lvl: GradeResult(level=lvl, score=None, valid=True)
+        >>> balance_groups([g(Level.EXACT_MATCH), g(Level.POOR_MATCH), g(Level.WRONG_POLARITY)],
+        ...                [True, True, True], ["p", "p", "p"])
+        [1.1875, 0.8125, 0.0]
+    """
+    training = SCALES["training"]
+    rejects: dict[str, list[float]] = defaultdict(list)
+    for r, f, g in zip(results, flawed, groups, strict=True):
+        if f and r.valid and r.level is not None and r.level is not Level.WRONG_POLARITY:
+            rejects[g].append(training.score(r.level))
+    out: list[float | None] = []
+    for r, f, g in zip(results, flawed, groups, strict=True):
+        if r.grader_error is not None:
+            out.append(None)
+        elif not r.valid or r.level is None or r.level is Level.WRONG_POLARITY:
+            out.append(0.0)
+        elif f:
+            mean = sum(rejects[g]) / len(rejects[g])
+            out.append(1.0 + bonus * (training.score(r.level) - mean))
+        else:
+            out.append(1.0)
+    return out
 
 
 class AsyncMetaVerifierReward(MetaVerifierReward):
@@ -191,7 +273,7 @@ class AsyncMetaVerifierReward(MetaVerifierReward):
 
     async def __call__(self, completions: list[Any], **kwargs: Any) -> list[float | None]:  # type: ignore[override]
         items = self._items(completions, kwargs)
-        return self._finish(await self.grader.grade(items), kwargs.get("log_metric"))
+        return self._finish(items, await self.grader.grade(items), kwargs)
 
     def call_sync(self, completions: list[Any], **kwargs: Any) -> list[float | None]:
         """Run `__call__` in a fresh event loop (for scripts outside an event loop)."""

@@ -60,8 +60,36 @@ class Scale:
 SCALES: dict[str, Scale] = {
     "training": Scale("training", 1.0, 0.5, 0.25, 0.0),
     "benchmark": Scale("benchmark", 1.0, 0.75, 0.5, 0.0),
+    "polarity": Scale("polarity", 1.0, 1.0, 1.0, 0.0),
 }
 DEFAULT_SCALE = "training"
+
+# The accept/reject incentives a GRPO recipe can train with (`reward_scale`): the three fixed scales
+# above, and `balanced`, the training scale's grades made polarity-neutral per group
+# (`proofcheck.reward.functions.balance_groups`).
+INCENTIVES: tuple[str, ...] = ("training", "benchmark", "balanced", "polarity")
+BALANCED_BONUS = 0.5  # `balanced`: weight of a reject's location grade around its group's mean
+
+
+def indifference_belief(incentive: str, level: Level) -> float:
+    """The belief that a proof is flawed at which accepting and rejecting it earn the same expected reward,
+    for a verifier whose rejections of flawed proofs are graded `level` (README "Rewards").
+
+    Accepting earns the accept-valid reward (EXACT) with probability 1 - p and 0 otherwise; rejecting
+    earns the level's reward with probability p and 0 otherwise, so p* = 1 / (1 + score(level)).
+    Under `balanced` a correct rejection earns 1 on average over its group whatever its grade (the
+    grade only moves rejections around their group's mean), so p* = 0.5 at every level.
+
+    Example:
+        >>> indifference_belief("training", Level.POOR_MATCH), indifference_belief("balanced", Level.POOR_MATCH)
+        (0.8, 0.5)
+    """
+    if level is Level.WRONG_POLARITY:
+        raise ValueError("a rejection of a flawed proof has the right polarity: grade it EXACT, BASIC or POOR")
+    if incentive not in INCENTIVES:
+        raise ValueError(f"unknown incentive {incentive!r}; choose one of {', '.join(INCENTIVES)}")
+    reject = 1.0 if incentive == "balanced" else SCALES[incentive].score(level)
+    return round(1.0 / (1.0 + reject), 4)
 
 
 def get_scale(scale: str | Scale | Mapping[str, float]) -> Scale:

@@ -225,7 +225,28 @@ def eval_metrics(results: list[dict]) -> dict[str, float | None]:
         "valid_rate_se": _se([proof_valid_rate(p) for p in proofs]),
         "n_proofs": len(results),
         "n_passes": sum(len(r["trials"]) for r in results),
+        **kpass_with_se(proofs),
+        "kpass_curve": kpass_curve(proofs),
     }
+
+
+def kpass_with_se(proofs: list[Any]) -> dict[str, float | None]:
+    """The service's decision (accept only if all k passes accept) with all the evaluation's passes:
+    Balanced F1, TPR, TNR and their standard errors over proofs."""
+    from proofcheck.metrics import kpass_metrics, proof_kpass_right
+
+    pos = [proof_kpass_right(p) for p in proofs if p.is_correct]
+    neg = [proof_kpass_right(p) for p in proofs if not p.is_correct]
+    return {**kpass_metrics(proofs), "kpass_bal_f1_se": _bal_f1_se(pos, neg), "kpass_tpr_se": _se(pos),
+            "kpass_tnr_se": _se(neg)}
+
+
+def kpass_curve(proofs: list[Any]) -> list[dict[str, Any]]:
+    """The decision's Balanced F1 / TPR / TNR at every k from 1 to the passes each proof has (the first k)."""
+    from proofcheck.metrics import kpass_metrics
+
+    most = min((len(p.trials) for p in proofs), default=0)
+    return [{"k": k, **kpass_metrics(proofs, k)} for k in range(1, most + 1)]
 
 
 def template_kwargs(trainer: Any) -> dict[str, Any]:
@@ -441,11 +462,24 @@ class VerifierEvalCallback(TrainerCallback):
             self.evaluate(state.global_step)
 
 
+# What a GRPO step's log says about checking (TRL's own keys, and our reward's `checking/...`,
+# proofcheck.reward.diagnostics): kept per step in run_summary.json's `step_diagnostics`.
+TRL_DIAGNOSTICS = ("reward", "reward_std", "frac_reward_zero_std", "completions/mean_length",
+                   "completions/clipped_ratio", "entropy")
+
+
+def step_diagnostics(logs: dict[str, Any]) -> dict[str, float]:
+    """The checking diagnostics of one training log row (empty for an evaluation or summary row)."""
+    return {k: float(v) for k, v in logs.items()
+            if (k in TRL_DIAGNOSTICS or k.startswith("checking/")) and isinstance(v, int | float)}
+
+
 class RunHistoryCallback(TrainerCallback):
-    """Keeps the logged training reward per step and the wall time, for the run summary."""
+    """Keeps the logged training reward and checking diagnostics per step and the wall time, for the run summary."""
 
     def __init__(self) -> None:
         self.rewards: list[tuple[int, float]] = []
+        self.diagnostics: list[dict[str, float]] = []
         self.t_start: float | None = None
         self.t_end: float | None = None
         self.start_step: int | None = None
@@ -460,6 +494,7 @@ class RunHistoryCallback(TrainerCallback):
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         if logs and isinstance(logs.get("reward"), int | float):
             self.rewards.append((state.global_step, float(logs["reward"])))
+            self.diagnostics.append({"step": state.global_step, **step_diagnostics(logs)})
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.t_end = time.perf_counter()

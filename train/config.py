@@ -24,7 +24,7 @@ from typing import Any
 
 ORIGINS = ("expert", "repaired", "synthetic")
 REWARD_MODES = ("structural", "judge", "hybrid")
-REWARD_SCALES = ("training", "benchmark")
+REWARD_SCALES = ("training", "benchmark", "balanced", "polarity")  # proofcheck.reward.levels.INCENTIVES
 
 
 class ConfigError(ValueError):
@@ -120,7 +120,10 @@ class ProofcheckScriptArguments:
         "Meta-verifier grader: structural (step indices, no model), judge (LLM judge) or hybrid "
         "(min of both). judge/hybrid need judge_endpoint and judge_model."))
     reward_scale: str = field(default="training", metadata=_help(
-        "Level scores: training (1/0.5/0.25/0) or benchmark (1/0.75/0.5/0)."))
+        "The meta-verifier's accept/reject incentive (README \"Rewards\"): training (1/0.5/0.25/0, the paper's: "
+        "accepting pays until the model believes a proof flawed with p > 0.8 at a poorly located rejection), "
+        "benchmark (1/0.75/0.5/0), balanced (right polarity 1, a rejection's grade centred on its group's mean: "
+        "accept and reject break even at p = 0.5 whatever the grade) or polarity (right polarity 1, else 0)."))
     judge_endpoint: str | None = field(default=None, metadata=_help(
         "OpenAI-compatible base URL of the judge (e.g. a vLLM server, http://host:8001/v1)."))
     judge_model: str | None = field(default=None, metadata=_help("Model name the judge endpoint serves."))

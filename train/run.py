@@ -155,6 +155,7 @@ def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, s
         "first_reward": rewards[0][1] if rewards else None,
         "final_reward": rewards[-1][1] if rewards else None,
         "rewards": [{"step": s, "reward": r} for s, r in rewards],
+        "step_diagnostics": history.diagnostics,  # per step: accept rates, level mix, zero-spread groups, length
         "eval": eval_cb.history[-1] if eval_cb is not None and eval_cb.history else None,
         "eval_history": eval_cb.history if eval_cb is not None else [],
         "curve": eval_cb.curve if eval_cb is not None else [],

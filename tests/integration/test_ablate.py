@@ -13,17 +13,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ARMS = ("graded", "binary", "benchmark_scale", "repaired", "sft_control")
-METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate")
-TOP_KEYS = {"schema", "command", "machine", "model", "config", "eval", "stats_rule", "reference_arm", "sft_start",
-            "arms", "repair", "kpass", "stage_times_s", "comparisons", "total_s", "plots"}
+ARMS = ("training", "benchmark", "balanced", "polarity", "repaired", "sft_control")
+METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate", "kpass_bal_f1",
+           "kpass_tpr", "kpass_tnr")
+TOP_KEYS = {"schema", "command", "machine", "model", "config", "eval", "stats_rule", "reference_arm", "sizing",
+            "sft_start", "arms", "repair", "kpass", "stage_times_s", "comparisons", "choice", "total_s", "plots"}
 
 
 @pytest.mark.slow
 def test_every_arm_trains_evaluates_and_lands_in_the_report(tmp_path):
     out, report_dir, js = tmp_path / "abl", tmp_path / "report", tmp_path / "ablations.json"
     cmd = [sys.executable, str(REPO / "benchmarks" / "ablate.py"), "--quick", "--model", "tiny", "--seeds", "0",
-           "--steps", "1", "--out", str(out), "--report-dir", str(report_dir), "--json", str(js),
+           "--steps", "1", "--arms", ",".join(ARMS), "--out", str(out), "--report-dir", str(report_dir), "--json", str(js),
            "--sizes", "sft_tasks=8,sft_steps=2,grpo_tasks=8,eval_tasks=4,eval_passes=2,repair_pairs=2,"
                       "kpass_tasks=4,kpass_max=2,max_tokens=16,repaired_share=0.5",
            "--grpo-override", "use_vllm=false", "--grpo-override", "max_completion_length=16",
@@ -39,15 +40,23 @@ def test_every_arm_trains_evaluates_and_lands_in_the_report(tmp_path):
         assert all(m in run["after"] and f"{m}_se" in run["after"] for m in METRICS), arm
         assert set(report["arms"][arm]["summary"]) == set(METRICS), arm
         assert run["steps"] >= 1 if arm == "sft_control" else run["steps"] == 1, arm  # control: SFT steps
-    # each GRPO arm trained its one step on its own overrides; the control trained SFT steps for its time
-    # (only `graded` evaluates the shared SFT start too)
-    for arm in ARMS[:4]:
+    # each GRPO arm trained its one step on its own incentive; the control trained SFT steps for its time
+    # (only the first arm, `training`, evaluates the shared SFT start too)
+    for arm in ARMS[:5]:
         summary = json.loads((out / "runs" / f"{arm}-s0" / "run_summary.json").read_text())
         assert summary["global_step"] == 1, arm
-        assert [e["step"] for e in summary["eval_history"]] == ([0, 1] if arm == "graded" else [1]), arm
+        assert [e["step"] for e in summary["eval_history"]] == ([0, 1] if arm == "training" else [1]), arm
+        scale = arm if arm != "repaired" else None
+        assert (["--reward_scale", scale] if scale else []) == summary["ablate_overrides"][:2 if scale else 0], arm
+        diag = summary["step_diagnostics"]
+        # one prompt a step at these sizes: its class's accept rate, the level mix and TRL's spread/length keys
+        assert len(diag) == 1 and {"checking/accept_rate_valid", "checking/accept_rate_flawed"} & set(diag[0]), arm
+        assert {"checking/level/invalid", "frac_reward_zero_std", "completions/clipped_ratio"} <= set(diag[0]), arm
+        assert sum(v for k, v in diag[0].items() if k.startswith("checking/level/")) == pytest.approx(1.0), arm
     assert report["sft_start"]["rough_bal_f1"]["n"] == 1
-    assert "rewards/polarity/mean" in (out / "logs" / "binary-s0.log").read_text()  # the binary reward trained
-    assert "rewards/polarity/mean" not in (out / "logs" / "graded-s0.log").read_text()
+    assert report["sizing"]["seeds"] == [0] and report["sizing"]["steps"] == 1
+    assert report["choice"]["arm"] in (*ARMS[:4], None)
+    assert {c["arm"] for c in report["choice"]["candidates"]} <= set(ARMS[:4])
     assert (out / "runs" / "sft_control-s0" / "model" / "config.json").is_file()
     assert report["arms"]["sft_control"]["runs"][0]["time_budget_s"] >= 1
     # repaired positives: through the repair path, same row count as every other arm

@@ -1,0 +1,118 @@
+"""What a GRPO batch says about checking: accept rates by class, level mix, groups without signal.
+
+The training reward alone cannot tell a verifier that learns to check from one that learns to
+accept: both raise it. `batch_diagnostics` splits one reward batch (the completions TRL hands a
+reward function, with their dataset columns) into the numbers that tell them apart, and the
+meta-verifier reward logs them through TRL's `log_metric` under `checking/...`, so every trainer
+log (the CPU recipes' run_summary.json, a GPU user's wandb or tensorboard) carries them per step:
+
+- `accept_rate_valid` / `accept_rate_flawed`: the share of completions on expert-valid / flawed
+  proofs that are valid accepts (an invalid output never accepts);
+- `level/<LEVEL>` and `level/invalid`: the level mix, shares of all graded completions (grader
+  failures are left out and counted apart as `grader_failure`);
+- `zero_spread_groups`: the share of groups (completions of the same proof) whose rewards are
+  all equal: GRPO's advantage is zero there, so the group teaches nothing;
+- `reward_family/<family>`: the mean reward on each proof family (`data.families.family_of`).
+
+Completion length and truncation are TRL's own (`completions/mean_length`,
+`completions/clipped_ratio`), as is `frac_reward_zero_std` on the weighted total reward.
+
+Example:
+    >>> from proofcheck.reward.levels import GradeResult, Level
+    >>> ok = GradeResult(level=Level.EXACT_MATCH, score=1.0, valid=True)
+    >>> d = batch_diagnostics([Outcome("p", False, True, ok, 1.0)] * 2)
+    >>> d["accept_rate_valid"], d["zero_spread_groups"]
+    (1.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from proofcheck.reward.levels import GradeResult, Level
+
+PREFIX = "checking/"
+LEVEL_KEYS: tuple[str, ...] = (*(lvl.name for lvl in sorted(Level, reverse=True)), "invalid")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One graded completion as the diagnostics see it.
+
+    group: the proof it answers (completions of one proof form a GRPO group);
+    gold_flawed: the annotation marks an error; accepted: a valid output that flags no step;
+    family: the proof family, None for expert data; reward: what the reward function returned.
+    """
+
+    group: str
+    gold_flawed: bool
+    accepted: bool
+    result: GradeResult
+    reward: float | None
+    family: str | None = None
+
+
+def _share(hits: int, total: int) -> float | None:
+    return hits / total if total else None
+
+
+def _zero_spread(outcomes: Sequence[Outcome]) -> float | None:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for o in outcomes:
+        if o.reward is not None:
+            groups[o.group].append(o.reward)
+    sized = [g for g in groups.values() if len(g) >= 2]  # one completion has no spread to measure
+    return _share(sum(max(g) - min(g) < 1e-9 for g in sized), len(sized))
+
+
+def batch_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, float]:
+    """The batch's checking numbers (keys as in the module docstring, without the prefix); a number
+    that the batch cannot give (no valid proofs, no groups of two) is left out, not 0."""
+    valid = [o for o in outcomes if not o.gold_flawed]
+    flawed = [o for o in outcomes if o.gold_flawed]
+    graded = [o for o in outcomes if o.result.grader_error is None]
+    out: dict[str, float | None] = {
+        "accept_rate_valid": _share(sum(o.accepted for o in valid), len(valid)),
+        "accept_rate_flawed": _share(sum(o.accepted for o in flawed), len(flawed)),
+        "zero_spread_groups": _zero_spread(outcomes),
+        "grader_failure": float(len(outcomes) - len(graded)),
+    }
+    for key in LEVEL_KEYS:
+        hits = sum((o.result.level is None and not o.result.valid) if key == "invalid"
+                   else (o.result.level is not None and o.result.level.name == key) for o in graded)
+        out[f"level/{key}"] = _share(hits, len(graded))
+    by_family: dict[str, list[float]] = defaultdict(list)
+    for o in outcomes:
+        if o.family is not None and o.reward is not None:
+            by_family[o.family].append(o.reward)
+    out.update({f"reward_family/{fam}": sum(v) / len(v) for fam, v in sorted(by_family.items())})
+    return {k: float(v) for k, v in out.items() if v is not None}
+
+
+def gold_flawed(annotation: Any) -> bool:
+    """The annotation marks an error (a fatal step, or recoverable ones): the structural grader's polarity."""
+    from proofcheck.reward.structural import coerce_annotation
+
+    ann = coerce_annotation(annotation)
+    return ann.first_fatal_error_step >= 0 or bool(ann.recoverable)
+
+
+def family_of_annotation(annotation: Any) -> str | None:
+    """The proof family named in the annotation's remark (synthetic tasks), else None."""
+    from proofcheck.data.families import family_of
+
+    if hasattr(annotation, "model_dump"):
+        annotation = annotation.model_dump()
+    text = annotation if isinstance(annotation, str) else json.dumps(dict(annotation), default=str)
+    return family_of({"annotation": text})
+
+
+def log_diagnostics(diagnostics: dict[str, float], log_metric: Any) -> None:
+    """Hand each number to TRL's `log_metric` (averaged over the step's batches) under `checking/`."""
+    if callable(log_metric):
+        for key, value in diagnostics.items():
+            log_metric(PREFIX + key, value)
