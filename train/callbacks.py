@@ -317,26 +317,15 @@ class VerifierEvalCallback(TrainerCallback):
 
         A full evaluation (all rows) goes into `history` and gives the curve its point from the first
         `curve_samples` rows; `curve_only` verifies just those rows and adds only the curve point."""
-        from proofcheck.train.distributed import Collectives, shard
         from proofcheck.train.family_eval import per_family_metrics
 
         trainer = self.trainer
-        coll = self.collectives or Collectives(trainer.accelerator)
         n_rows = self.curve_samples if curve_only else len(self.rows)
-        part = shard(n_rows, coll.rank, coll.world)
         backend = eval_backend(trainer)
         t0 = time.perf_counter()
         was_training = trainer.model.training
-        trainer.model.eval()
         try:
-            if backend == "vllm-colocate":
-                passes = self._colocate(coll, part.indices)
-            elif backend == "vllm-server":
-                passes = self._server(coll, part.indices)
-            else:
-                passes = self._transformers(coll, part.indices)
-            local = [(i, grade_row(self.rows[i], p)) for i, p in zip(part.indices[:part.real], passes, strict=False)]
-            results = [r for _, r in sorted((x for got in coll.gather(local) for x in got), key=lambda t: t[0])]
+            results = self.verify_now(n_rows)
             metrics = eval_metrics(results)
             seconds = round(time.perf_counter() - t0, 3)
             metrics["seconds"] = seconds
@@ -362,6 +351,25 @@ class VerifierEvalCallback(TrainerCallback):
         self._last_step = step
         self.history.append(entry)
         return entry
+
+    def verify_now(self, n_rows: int) -> list[dict]:
+        """The first `n_rows` rows verified with k passes on the trainer's generation and graded, in row
+        order, the same on every process (all processes must call it); the model is left in eval mode."""
+        from proofcheck.train.distributed import Collectives, shard
+
+        trainer = self.trainer
+        coll = self.collectives or Collectives(trainer.accelerator)
+        part = shard(n_rows, coll.rank, coll.world)
+        backend = eval_backend(trainer)
+        trainer.model.eval()
+        if backend == "vllm-colocate":
+            passes = self._colocate(coll, part.indices)
+        elif backend == "vllm-server":
+            passes = self._server(coll, part.indices)
+        else:
+            passes = self._transformers(coll, part.indices)
+        local = [(i, grade_row(self.rows[i], p)) for i, p in zip(part.indices[:part.real], passes, strict=False)]
+        return [r for _, r in sorted((x for got in coll.gather(local) for x in got), key=lambda t: t[0])]
 
     def _colocate(self, coll: Any, indices: list[int]) -> list[list[tuple[str, str]]]:
         """This rank's rows on the colocated engine. With tensor parallelism > 1 the ranks of a TP

@@ -82,6 +82,17 @@ class ProofcheckScriptArguments:
         "Used for training and held-out evaluation prompts, and written into each saved model folder "
         "(proofcheck_prompt.json), from which `serve`, `verify` and `score verifier` take it by default."))
 
+    # --- which prompts GRPO trains on ------------------------------------------------------------
+    uncertainty_pool: int = field(default=0, metadata=_help(
+        "Draw GRPO prompts where the current model is uncertain (train/uncertainty.py): every uncertainty_every "
+        "steps, and before the first, verify this many training proofs with uncertainty_passes passes on the "
+        "trainer's own generation and train next on those whose passes disagree (a group whose completions all "
+        "earn the same reward teaches nothing). Larger than the prompts of a step; 0 = off (the dataset's order)."))
+    uncertainty_passes: int = field(default=4, metadata=_help(
+        "Sampled passes per pool proof when drawing uncertain prompts (uncertainty_pool)."))
+    uncertainty_every: int = field(default=2, metadata=_help(
+        "Optimizer steps between two refreshes of the uncertainty pool."))
+
     # --- held-out evaluation ----------------------------------------------------------------
     eval_split: str = field(default="eval", metadata=_help(
         "Name of the evaluation split inside DatasetDict folders; such a split is used as the eval set."))
@@ -204,6 +215,12 @@ class ProofcheckScriptArguments:
             errs.append(f"eval_every_steps={self.eval_every_steps}: must be >= 0 (0 = only at the end)")
         if self.eval_temperature <= 0:
             errs.append(f"eval_temperature={self.eval_temperature}: must be > 0 (passes are sampled)")
+        if self.uncertainty_pool < 0:
+            errs.append(f"uncertainty_pool={self.uncertainty_pool}: must be >= 0 (0 = off)")
+        if self.uncertainty_pool and self.uncertainty_passes < 2:
+            errs.append(f"uncertainty_passes={self.uncertainty_passes}: must be >= 2 (disagreement needs two passes)")
+        if self.uncertainty_every < 1:
+            errs.append(f"uncertainty_every={self.uncertainty_every}: must be >= 1 optimizer step")
         if self.time_budget_s is not None and self.time_budget_s <= 0:
             errs.append(f"time_budget_s={self.time_budget_s}: must be > 0 seconds (or unset for no budget)")
         return errs
@@ -329,6 +346,12 @@ def check_compatible(script: ProofcheckScriptArguments, training: Any, model: An
             errs.append(f"balanced_batches needs an even number of prompts per batch; per_device_train_batch_size "
                         f"{training.per_device_train_batch_size} / num_generations {training.num_generations} = "
                         f"{prompts}: change either")
+    if script.uncertainty_pool:
+        prompts = training.per_device_train_batch_size * training.gradient_accumulation_steps // max(
+            1, training.num_generations)
+        if script.uncertainty_pool <= prompts:
+            errs.append(f"uncertainty_pool={script.uncertainty_pool} is not larger than the {prompts} prompts of a step "
+                        "(per process): there is nothing to choose from; use at least twice as many")
     if training.use_vllm and training.vllm_mode not in ("colocate", "server"):
         errs.append(f"vllm_mode={training.vllm_mode!r}: choose colocate or server")
     if errs:

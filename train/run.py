@@ -156,6 +156,7 @@ def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, s
         "final_reward": rewards[-1][1] if rewards else None,
         "rewards": [{"step": s, "reward": r} for s, r in rewards],
         "step_diagnostics": history.diagnostics,  # per step: accept rates, level mix, zero-spread groups, length
+        "uncertainty": pool.history if (pool := getattr(trainer, "uncertainty", None)) is not None else None,
         "eval": eval_cb.history[-1] if eval_cb is not None and eval_cb.history else None,
         "eval_history": eval_cb.history if eval_cb is not None else [],
         "curve": eval_cb.curve if eval_cb is not None else [],
@@ -245,7 +246,12 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
                            min_num_seqs=min(256, script.eval_max_samples * script.eval_passes))
     training.model_init_kwargs = _model_init_kwargs(training, model_args)
     eval_ds = to_dataset(data.eval) if data.eval and training.eval_strategy != "no" else None
-    trainer = GRPOTrainer(model=model_args.model_name_or_path, reward_funcs=rewards, args=training,
+    trainer_cls = GRPOTrainer
+    if script.uncertainty_pool:
+        from proofcheck.train.uncertainty import trainer_class
+
+        trainer_cls = trainer_class()  # GRPOTrainer with the uncertainty pool's sampler
+    trainer = trainer_cls(model=model_args.model_name_or_path, reward_funcs=rewards, args=training,
                           train_dataset=to_dataset(data.train), eval_dataset=eval_ds,
                           peft_config=peft_config(script, model_args))
     for fn in rewards:  # one truncation rule: a completion cut by max_completion_length is invalid
@@ -267,6 +273,15 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
     trainer.add_callback(timer)
     if eval_cb is not None:
         timer.exclude(eval_cb, "evaluate")  # an evaluation inside a step is not the step's time
+    if script.uncertainty_pool:  # after the timer: its seconds are the pool's own (`uncertainty` in the summary)
+        from proofcheck.train.uncertainty import UncertaintyPool
+
+        trainer.uncertainty = UncertaintyPool(
+            trainer, data.train, pool=script.uncertainty_pool, passes=script.uncertainty_passes,
+            every=script.uncertainty_every, prompts_per_step=training.generation_batch_size // training.num_generations,
+            balanced=script.balanced_batches, seed=training.seed, max_new_tokens=training.max_completion_length,
+            temperature=training.temperature, batch_size=script.eval_batch_size)
+        trainer.add_callback(trainer.uncertainty)
     trainer.add_callback(CheckpointCallback(trainer, history, eval_cb))  # after the history and eval callbacks
     if script.time_budget_s is not None:
         from proofcheck.train.budget import TimeBudgetCallback

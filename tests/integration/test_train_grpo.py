@@ -47,6 +47,20 @@ class DigitShare:
         return [sum(ch.isdigit() for ch in _text(c)) / max(1, len(_text(c))) for c in completions]
 
 
+SEEN: list = []
+
+
+class SeenIds:
+    """Records the proof_id of every completion it rewards (0 reward): which prompts each step trained on."""
+
+    def __init__(self):
+        self.__name__ = "seen"
+
+    def __call__(self, completions, **kwargs):
+        SEEN.append(list(kwargs["proof_id"]))
+        return [0.0] * len(completions)
+
+
 class TagShare:
     """Share of the protocol's six tags present in the completion (a shaped format reward)."""
 
@@ -158,6 +172,31 @@ def test_lora_trains_only_the_adapter_and_saves_adapter_and_merged(tiny_model: P
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=400)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "MERGED 2" in res.stdout and "ADAPTER 2" in res.stdout
+
+
+def test_uncertainty_pool_serves_its_choice_to_the_trainer(tiny_model: Path, tmp_path: Path,
+                                                             test_rewards: Path) -> None:
+    """With uncertainty_pool, every 2 steps the pool is verified on the trainer's generation and the
+    queued proofs are what the next steps train on (the first step's prompt is the first chosen)."""
+    import pc_test_rewards
+
+    from proofcheck.train.args import parse
+    from proofcheck.train.run import train
+
+    pc_test_rewards.SEEN.clear()
+    summary = train(*parse(argv(tiny_model, tmp_path / "pool", "--uncertainty_pool", "6", "--uncertainty_passes", "2",
+                                "--uncertainty_every", "2", "--eval_max_samples", "0", "--max_steps", "4",
+                                "--reward_funcs", "meta_verifier", "format", "pc_test_rewards:DigitShare",
+                                "pc_test_rewards:SeenIds", "--reward_weights", "1.0", "0.1", "1.0", "0.0")))
+    pool = summary["uncertainty"]
+    assert [e["step"] for e in pool] == [0, 2]  # before the first step and after step 2 (not after the last)
+    for e in pool:
+        assert e["pool"] == 6 and e["queued"] == 3 and len(e["selected"]) == 3  # (every + 1) x 1 prompt a step
+        assert 0.0 <= e["signal_share"] <= 1.0
+    assert len(set(pool[0]["selected"]) | set(pool[1]["selected"])) == 6  # the pool moved on to new proofs
+    steps = [set(ids) for ids in pc_test_rewards.SEEN]
+    assert len(steps) == 4 and all(len(s) == 1 for s in steps)  # one prompt x 4 generations a step
+    assert steps[0] == {pool[0]["selected"][0]} and steps[1] == {pool[0]["selected"][1]}
 
 
 def test_resume_continues_the_step_count(tiny_model: Path, tmp_path: Path, test_rewards: Path) -> None:
