@@ -221,11 +221,11 @@ def curve_table(summary: dict[str, Any]) -> str | None:
 
 
 # per-step checking diagnostics (run_summary.json `step_diagnostics`: TRL's log keys and ours, `checking/...`)
-DIAG_COLUMNS = (("reward", "reward"), ("checking/accept_rate_valid", "acc|valid"),
-                ("checking/accept_rate_flawed", "acc|flawed"), ("checking/level/EXACT_MATCH", "exact"),
+DIAG_COLUMNS = (("reward", "reward"), ("checking/accept_rate_valid", "accV"),
+                ("checking/accept_rate_flawed", "accF"), ("checking/level/EXACT_MATCH", "exact"),
                 ("checking/level/BASIC_MATCH", "basic"), ("checking/level/POOR_MATCH", "poor"),
-                ("checking/level/WRONG_POLARITY", "wrong pol."), ("checking/level/invalid", "invalid"),
-                ("frac_reward_zero_std", "no spread"), ("completions/mean_length", "length"),
+                ("checking/level/WRONG_POLARITY", "wrong"), ("checking/level/invalid", "inval"),
+                ("frac_reward_zero_std", "flat"), ("completions/mean_length", "len"),
                 ("completions/clipped_ratio", "cut"))
 
 
@@ -235,8 +235,8 @@ def diagnostics_table(summary: dict[str, Any]) -> None:
     rows = summary.get("step_diagnostics") or []
     if not rows:
         return
-    t = Table(title="GRPO per step: accept rate on valid / flawed proofs, level mix, groups without reward spread, "
-                    "completion length (tokens) and share cut off")
+    t = Table(title="GRPO per step: accept rate on valid (accV) and flawed (accF) proofs; level mix; share of groups "
+                    "without reward spread (flat: no signal); mean completion tokens (len), share cut off (cut)")
     t.add_column("step", justify="right")
     for _, short in DIAG_COLUMNS:
         t.add_column(short, justify="right")

@@ -160,3 +160,48 @@ def test_curve_table_and_plot_read_the_run_summary(tmp_path) -> None:
     summary["curve"] = [curve[0], {**curve[1], "rough_bal_f1": 0.7}, curve[2]]
     assert "(best at step 4 (0.70))" in curve_table(summary)
     assert curve_table({"curve": []}) is None and curve_plot({}, tmp_path / "none.png") is None
+
+
+# the k-pass decision of the service (accept only if every pass accepts), by hand from RESULTS:
+# a: accept, accept -> accept (right); b: accept, reject -> reject (wrong); c: rejects -> reject (right);
+# d: invalid, accept -> reject (right). TPR 1/2, TNR 2/2.
+@pytest.mark.parametrize(("key", "value"), [("kpass_tpr", 0.5), ("kpass_tnr", 1.0),
+                                            ("kpass_bal_f1", 2 * 0.5 * 1.0 / 1.5)])
+def test_the_k_pass_decision_beside_the_per_pass_numbers(key: str, value: float) -> None:
+    assert eval_metrics(RESULTS)[key] == pytest.approx(value)
+
+
+def test_the_k_pass_curve_takes_the_first_k_passes() -> None:
+    # k = 1: a accept (right), b accept (right), c reject (right), d invalid -> reject (right)
+    curve = eval_metrics(RESULTS)["kpass_curve"]
+    assert [c["k"] for c in curve] == [1, 2]
+    assert (curve[0]["kpass_tpr"], curve[0]["kpass_tnr"]) == (1.0, 1.0)
+    assert (curve[1]["kpass_tpr"], curve[1]["kpass_tnr"]) == (0.5, 1.0)
+
+
+def test_step_diagnostics_keep_trl_and_checking_keys_only() -> None:
+    from proofcheck.train.callbacks import step_diagnostics
+
+    logs = {"loss": 0.1, "reward": 0.5, "frac_reward_zero_std": 0.25, "completions/mean_length": 80.0,
+            "completions/clipped_ratio": 0.0, "checking/accept_rate_valid": 0.75, "checking/level/invalid": 0.1,
+            "rewards/format/mean": 1.0, "epoch": 0.1}
+    assert step_diagnostics(logs) == {"reward": 0.5, "frac_reward_zero_std": 0.25, "completions/mean_length": 80.0,
+                                      "completions/clipped_ratio": 0.0, "checking/accept_rate_valid": 0.75,
+                                      "checking/level/invalid": 0.1}
+
+
+def test_diagnostics_table_and_plot(tmp_path, capsys) -> None:
+    from proofcheck.demo_report import console, diagnostics_plot, diagnostics_table
+
+    rows = [{"step": s, "reward": 0.3 + 0.1 * s, "checking/accept_rate_valid": 0.9, "checking/accept_rate_flawed": 0.4,
+             "checking/level/EXACT_MATCH": 0.5, "checking/level/POOR_MATCH": 0.2, "checking/level/WRONG_POLARITY": 0.2,
+             "checking/level/invalid": 0.1, "frac_reward_zero_std": 0.5, "completions/mean_length": 91.0,
+             "completions/clipped_ratio": 0.05, "checking/reward_family/linear": 0.4} for s in (1, 2)]
+    with console.capture() as cap:
+        diagnostics_table({"step_diagnostics": rows})
+    text = cap.get()
+    assert "accF" in text and "flat" in text and "linear 0.40" in text
+    assert text.count("0.40") >= 3 and text.count("91") == 2  # accF both steps + family; length both steps
+    png = diagnostics_plot({"step_diagnostics": rows}, tmp_path / "d.png")
+    assert png is not None and png.stat().st_size > 1000
+    assert diagnostics_plot({"step_diagnostics": []}, tmp_path / "e.png") is None
