@@ -1,4 +1,4 @@
-"""Data curation (README "Data curation"): uncertainty selection and positive-sample repair.
+"""Data curation (docs/curation.md): uncertainty selection and positive-sample repair.
 
 Selection verifies each candidate proof `repeats` times with one or more verifiers and keeps
 the proofs whose accept/reject outcomes are most uncertain (entropy in bits, pooled over the

@@ -1,4 +1,4 @@
-"""The verifier-output parser (README "The verification protocol"), read as the AdvancedMathBench release reads it.
+"""The verifier-output parser (docs/protocol.md), read as the AdvancedMathBench release reads it.
 
 `parse_verifier_output(text, n_steps, finish_reason)` returns a `ParseResult` that is either
 valid (with a `Verdict`) or invalid (with one reason from `INVALID_REASONS`). Every consumer

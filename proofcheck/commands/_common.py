@@ -124,10 +124,35 @@ def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
-def add_endpoint_key(p: Any) -> None:
-    """`--endpoint-api-key-env VAR` (the outgoing key) and its deprecated spelling `--api-key-env`."""
-    p.add_argument("--endpoint-api-key-env", metavar="VAR", help=ENDPOINT_KEY_HELP)
+def add_endpoint_key(p: Any, target: str = "--endpoint") -> None:
+    """`--endpoint-api-key-env VAR` (the outgoing key) and its deprecated spelling `--api-key-env`.
+
+    `target` names where the key goes in this command's own words (a command without `--endpoint`,
+    such as `data select`, sends it to the URLs of its `URL#NAME` options).
+    """
+    p.add_argument("--endpoint-api-key-env", metavar="VAR", help=ENDPOINT_KEY_HELP.replace("--endpoint", target))
     add_deprecated(p, "--api-key-env", "--endpoint-api-key-env", "endpoint_api_key_env", metavar="VAR")
+
+
+def add_judge_options(p: argparse.ArgumentParser, cache_default: str) -> None:
+    """The meta-verifier judge's options, the same in `grade` and `score verifier`; `cache_default`
+    says where answers are cached when --judge-cache-dir is not given."""
+    p.add_argument("--judge-endpoint", metavar="URL", help="OpenAI-compatible base URL of the meta-verifier judge "
+                   "(with --judge-model; the lower of its level and the structural one counts)")
+    p.add_argument("--judge-model", metavar="NAME", help="the judge's name at --judge-endpoint, as it serves it")
+    p.add_argument("--judge-api-key-env", metavar="VAR", help="environment variable holding the API key sent to "
+                   "--judge-endpoint (must be set)")
+    p.add_argument("--judge-prompt-file", help="judge prompt file in the AdvancedMathBench release's format, used "
+                   "as is (its prompts/meta_verification_v3_w_gt.md): one user message with {problem}, "
+                   "{human_solution}, {solution}, {solution_verification}, {human_ground_truth}; its hash is kept "
+                   "with the results; default: our prompt")
+    p.add_argument("--judge-cache-dir", default=None, help=f"judge answer cache (sqlite, keyed by model, prompt and "
+                   f"sampling; default: {cache_default})")
+    add_deprecated(p, "--cache-dir", "--judge-cache-dir", "judge_cache_dir")
+
+
+SCALE_HELP = ("meta-verifier level scores: benchmark 1/0.75/0.5/0 (VerifierBench's meta metrics, as `score "
+              "verifier` reports them) or training 1/0.5/0.25/0 (the GRPO reward's reward_scale)")
 
 
 def deprecation_warning(old: str, new: str) -> None:

@@ -59,26 +59,27 @@ def register(sub: Any) -> None:
     se.add_argument("--min-entropy", type=float, default=0.8, help="keep proofs with pooled entropy >= this")
     se.add_argument("--constrain-format", action="store_true", help="constrain every pass to the answer format "
                     "with vLLM structured outputs (vLLM servers and local folders; not for thinking models)")
-    _add_run_args(se)
+    _add_run_args(se, "every --verifier URL")
     add_json(se)
     se.set_defaults(handler=_select)
     rp = add_command(dsub, "repair", "Positive-sample repair: a strong model rewrites expert-rejected proofs from the "
                      "expert's hint; a rewrite is kept (origin: repaired) only if every pass of every checker accepts.")
     rp.add_argument("--rejected", required=True, help="expert-annotated proofs JSONL (only flawed ones are used)")
     rp.add_argument("--repairer", required=True, help="OpenAI-compatible endpoint of the repair model (URL or URL#model)")
-    rp.add_argument("--checker", action="append", required=True, help="a checking verifier (as --verifier); repeatable")
+    rp.add_argument("--checker", action="append", required=True, help="a checking verifier: URL (a vLLM server or proofcheck "
+                    "service; URL#model to pick the model) or a local model folder; repeatable")
     rp.add_argument("--passes", type=int, default=8, help="passes per checker; all must accept")
-    _add_run_args(rp)
+    _add_run_args(rp, "the --repairer and --checker URLs")
     add_json(rp)
     rp.set_defaults(handler=_repair)
 
 
-def _add_run_args(p: argparse.ArgumentParser) -> None:
+def _add_run_args(p: argparse.ArgumentParser, key_target: str) -> None:
     p.add_argument("--concurrency", type=int, default=4, help="proofs in flight (raise it against a data-parallel "
                    "vLLM deployment)")
     p.add_argument("--max-tokens", type=int, default=1024, help="max tokens per verifier pass")
     p.add_argument("--seed", type=int, default=None, help="sampling seed")
-    add_endpoint_key(p)
+    add_endpoint_key(p, key_target)
     p.add_argument("--out", required=True, help="run folder (records.jsonl, summary.json, outputs)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out; re-runs exactly "
                    "the passes that got an endpoint error")

@@ -16,12 +16,15 @@ SIZES = {"--sft-steps": "sft_steps", "--grpo-steps": "grpo_steps", "--sft-tasks"
 
 
 def register(sub: Any) -> None:
-    p = add_command(sub, "demo", "Run the embedded default end to end on CPU: SmolLM2-135M-Instruct (built from "
-                    "the PyPI wheel, no download), a synthetic curriculum, SFT warm-up, GRPO (TRL + vLLM "
-                    "colocate) with the held-out evaluation before and after, the verification service, 8-pass "
-                    "ProverBench scoring and VerifierBench evaluation on the shipped samples. Sized to a 20-minute "
-                    "budget on the machine it runs on (fp32 where the CPU lacks native bf16); --quick runs the same stages on the tiny random model in a few. Re-runs reuse "
-                    "what is built in --workdir; writes <workdir>/summary.json.")
+    p = add_command(sub, "demo", "Run the whole pipeline on this CPU: SmolLM2-135M-Instruct in about 20 minutes "
+                    "(--quick: the tiny random model in a few minutes; --full: the 90-minute recipe).",
+                    "Run the embedded default end to end on CPU: SmolLM2-135M-Instruct (built from the PyPI wheel, no "
+                    "download), a synthetic curriculum, SFT warm-up, GRPO (TRL + vLLM colocate) with the held-out "
+                    "evaluation before and after, the verification service, 8-pass ProverBench scoring and "
+                    "VerifierBench evaluation on the shipped samples. Sized to a 20-minute budget on the machine it "
+                    "runs on (fp32 where the CPU lacks native bf16); --quick runs the same stages on the tiny random "
+                    "model in a few minutes. Re-runs reuse what is built in --workdir; writes <workdir>/summary.json, "
+                    "learning_curve.png and reward_per_step.png.")
     p.add_argument("--quick", action="store_true", help="the tiny random model instead of SmolLM2: a pipeline "
                    "check whose numbers say nothing about verification")
     p.add_argument("--full", action="store_true", help="the long CPU training recipe (also `make train-cpu`): "

@@ -8,9 +8,12 @@ from typing import Any
 from proofcheck.commands._common import (
     EXIT_INCOMPLETE,
     EXIT_USAGE,
+    SCALE_HELP,
     UsageError,
     add_command,
+    add_deprecated,
     add_json,
+    add_judge_options,
     api_key,
     fail,
     finish_run,
@@ -34,22 +37,13 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, help="grades JSONL (appended; resumable)")
     p.add_argument("--mode", choices=MODES, default=None,
                    help="grader; default: hybrid with --judge-endpoint, else structural")
-    p.add_argument("--scale", choices=("training", "benchmark"), default="training",
-                   help="level scores: training 1/0.5/0.25/0, benchmark (AMB metric) 1/0.75/0.5/0")
-    p.add_argument("--judge-endpoint", default=None, help="OpenAI-compatible base URL of the judge, ending in /v1")
-    p.add_argument("--judge-model", default=None, help="model name the judge endpoint serves")
-    p.add_argument("--judge-prompt-file", default=None,
-                   help="judge prompt file in the AdvancedMathBench release's format, used as is (e.g. its "
-                        "prompts/meta_verification_v3_w_gt.md): one user message with {problem}, {human_solution} "
-                        "(here None), {solution}, {solution_verification}, {human_ground_truth}; default: our prompt")
-    p.add_argument("--judge-api-key-env", default=None, metavar="VAR", help="environment variable holding the API key "
-                   "sent to --judge-endpoint (must be set)")
+    p.add_argument("--scale", choices=("benchmark", "training"), default="benchmark", help=SCALE_HELP)
+    add_judge_options(p, "none")
     p.add_argument("--concurrency", type=int, default=8, help="judge requests in flight at most")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per judge request")
     p.add_argument("--max-retries", type=int, default=3, help="retries per judgement (5xx, 429, timeouts, garbage)")
-    p.add_argument("--max-tokens", type=int, default=1024, help="judge max_tokens")
-    p.add_argument("--cache-dir", default=None,
-                   help="judge cache directory (sqlite; keyed by model+prompt+sampling); default: none")
+    p.add_argument("--judge-max-tokens", type=int, default=1024, help="max tokens of the judge's answer")
+    add_deprecated(p, "--max-tokens", "--judge-max-tokens", "judge_max_tokens", type=int)
     add_json(p)
     p.set_defaults(handler=_grade)
 
@@ -72,7 +66,7 @@ def _build_grader(args: argparse.Namespace) -> Any:
         judge = JudgeConfig(endpoint=args.judge_endpoint, model=args.judge_model,
                             api_key_env=args.judge_api_key_env, concurrency=args.concurrency,
                             timeout_s=args.timeout, max_retries=args.max_retries,
-                            max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+                            max_tokens=args.judge_max_tokens, cache_dir=args.judge_cache_dir)
     return Grader(mode, args.scale, judge, template)
 
 

@@ -17,6 +17,7 @@ from proofcheck.commands._common import (
     add_command,
     add_endpoint_key,
     add_json,
+    add_judge_options,
     add_prompt_style,
     api_key,
     deprecation_warning,
@@ -31,7 +32,7 @@ from proofcheck.commands._common import (
 
 def _add_verifier_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--endpoint", help="a proofcheck service or any OpenAI-compatible server (base URL, e.g. "
+    src.add_argument("--endpoint", metavar="URL", help="a proofcheck service or any OpenAI-compatible server (base URL, e.g. "
                      "http://127.0.0.1:8000/v1)")
     src.add_argument("--model", metavar="PATH_OR_ID", help=f"{MODEL_HELP}, run in-process with vLLM")
     p.add_argument("--endpoint-model", metavar="NAME", help=f"{ENDPOINT_MODEL_HELP} (default: its first model)")
@@ -67,14 +68,7 @@ def register(sub: Any) -> None:
     v.add_argument("--repeats", type=int, default=4, help="verifier runs per proof")
     v.add_argument("--with-reference", action="store_true", help="show the verifier the reference solution (the "
                    "release's VerifierBench does not; off by default)")
-    v.add_argument("--judge-endpoint", help="OpenAI-compatible endpoint of the meta-verifier judge (enables meta metrics)")
-    v.add_argument("--judge-model", metavar="NAME", help="the judge's name at --judge-endpoint, as it serves it")
-    v.add_argument("--judge-api-key-env", metavar="VAR", help="environment variable holding the API key sent to "
-                   "--judge-endpoint (must be set)")
-    v.add_argument("--judge-prompt-file", help="judge prompt file in the AdvancedMathBench release's format, used "
-                   "as is (its prompts/meta_verification_v3_w_gt.md); placeholders {problem}, {human_solution}, "
-                   "{solution}, {solution_verification}, {human_ground_truth}; its hash is kept in the manifest")
-    v.add_argument("--judge-cache-dir", default=None, help="judge answer cache (default: <out>/judge-cache)")
+    add_judge_options(v, "<out>/judge-cache")
     _add_verifier_args(v)
     v.set_defaults(handler=_verifier)
     register_generate(sub)
@@ -276,8 +270,7 @@ def register_generate(sub: Any) -> None:
     g.add_argument("--problems", required=True, help="problems JSONL")
     src = g.add_mutually_exclusive_group()
     src.add_argument("--endpoint", metavar="URL", help="OpenAI-compatible base URL of the prover (with --endpoint-model)")
-    g.add_argument("--model", metavar="PATH_OR_ID", help=f"{MODEL_HELP}, run in-process with vLLM (with --endpoint "
-                   "this used to name the served model: deprecated, use --endpoint-model)")
+    g.add_argument("--model", metavar="PATH_OR_ID", help=f"{MODEL_HELP}, run in-process with vLLM")
     g.add_argument("--endpoint-model", metavar="NAME", help=ENDPOINT_MODEL_HELP)
     add_endpoint_key(g)
     g.add_argument("--samples", type=int, default=4, help="proofs per problem (one n=S request)")

@@ -77,7 +77,8 @@ def test_structural_levels_by_hand_and_resume(samples_checked: Path, tmp_path: P
                                               capsys: pytest.CaptureFixture[str]) -> None:
     outputs = write_outputs(tmp_path / "o.jsonl", OUTPUTS)
     out = tmp_path / "g.jsonl"
-    assert main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(out)]) == 0
+    assert main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(out),
+                 "--scale", "training"]) == 0
     table = capsys.readouterr().out
     assert "structural" in table and "BASIC_MATCH" in table and "mean score" in table
     graded = by_key(read_jsonl_tolerant(out))
@@ -89,7 +90,7 @@ def test_structural_levels_by_hand_and_resume(samples_checked: Path, tmp_path: P
     lines = out.read_text(encoding="utf-8").splitlines(keepends=True)
     out.write_text("".join(lines[:-3]) + '{"proof_id": "ugd-0', encoding="utf-8")
     assert main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(out),
-                 "--json"]) == 0
+                 "--scale", "training", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert out.read_text(encoding="utf-8").splitlines(keepends=True) == lines
     assert summary["n_outputs"] == len(OUTPUTS) and summary["grader_failures"] == 0
@@ -97,15 +98,15 @@ def test_structural_levels_by_hand_and_resume(samples_checked: Path, tmp_path: P
                                  "INVALID": 2, "GRADER_ERROR": 0}
     assert summary["mean_score"] == pytest.approx(sum(o[5] for o in OUTPUTS) / len(OUTPUTS))
     # nothing left to do: no new line
-    assert main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(out)]) == 0
+    assert main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(out),
+                 "--scale", "training"]) == 0
     assert out.read_text(encoding="utf-8").splitlines(keepends=True) == lines
 
 
-def test_benchmark_scale(samples_checked: Path, tmp_path: Path) -> None:
+def test_benchmark_scale_by_default_as_score_verifier(samples_checked: Path, tmp_path: Path) -> None:
     outputs = write_outputs(tmp_path / "o.jsonl", OUTPUTS)
     out = tmp_path / "g.jsonl"
-    assert main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(out),
-                 "--scale", "benchmark"]) == 0
+    assert main(["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(out)]) == 0
     # the benchmark scale of the hand-computed level of each row (not of the level the code wrote)
     bench = {"EXACT_MATCH": 1.0, "BASIC_MATCH": 0.75, "POOR_MATCH": 0.5, "WRONG_POLARITY": 0.0, None: 0.0}
     graded = by_key(read_jsonl_tolerant(out))
@@ -157,7 +158,7 @@ def test_hybrid_grader_failures_are_retried_on_rerun(samples_checked: Path, tmp_
     out = tmp_path / "g.jsonl"
     args = ["grade", "--data", str(samples_checked), "--outputs", str(outputs), "--out", str(out),
             "--judge-endpoint", srv.url, "--judge-model", "judge", "--max-retries", "1", "--concurrency", "4",
-            "--cache-dir", str(tmp_path / "cache"), "--json"]
+            "--judge-cache-dir", str(tmp_path / "cache"), "--json"]
     # the judge is asked only where both sides say invalid with a valid output: 10 of the 16 outputs
     asked = {(o[0], o[1]) for o in OUTPUTS if o[4] in ("EXACT_MATCH", "BASIC_MATCH", "POOR_MATCH")
              and o[0] != "ugd-001-p1"}

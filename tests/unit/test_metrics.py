@@ -1,4 +1,4 @@
-"""Metric formulas on hand-computed cases (README "Scoring ProverBench and VerifierBench files")."""
+"""Metric formulas on hand-computed cases (docs/scoring.md)."""
 
 from __future__ import annotations
 
