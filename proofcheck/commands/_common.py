@@ -138,7 +138,7 @@ def add_judge_options(p: argparse.ArgumentParser, cache_default: str) -> None:
     """The meta-verifier judge's options, the same in `grade` and `score verifier`; `cache_default`
     says where answers are cached when --judge-cache-dir is not given."""
     p.add_argument("--judge-endpoint", metavar="URL", help="OpenAI-compatible base URL of the meta-verifier judge "
-                   "(with --judge-model; the lower of its level and the structural one counts)")
+                   "(with --judge-model; by default the lower of its level and the structural one counts)")
     p.add_argument("--judge-model", metavar="NAME", help="the judge's name at --judge-endpoint, as it serves it")
     p.add_argument("--judge-api-key-env", metavar="VAR", help="environment variable holding the API key sent to "
                    "--judge-endpoint (must be set)")
