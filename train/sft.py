@@ -16,6 +16,11 @@ saving, so GRPO and serving load a plain folder either way. The compute dtype co
 autocast with fp32 master weights where the CPU runs bf16 natively (avx512_bf16 / AMX), plain fp32
 elsewhere (an emulated bf16 step is ~16x slower than fp32 on an AVX2 CPU).
 
+Running it again into an `--out` that holds a finished warm-up (its `sft_plan.json`, written last)
+trains nothing and leaves the model as it is, as a resumed GRPO run at its end does: a requeued job
+or a re-run script never trains the warm-up twice. Different settings for that folder are an error
+(choose another `--out`, or delete it); an unfinished one (no plan) is trained again from the start.
+
 `--time-budget S` fits the run to a wall-clock budget: the first step is timed and the number of
 steps becomes what fits in the seconds left (at most `--steps`); the cosine schedule follows the
 new length. The plan is printed and written to `<out>/sft_plan.json`.
@@ -155,6 +160,41 @@ def _schedule(step: int, total: int) -> float:
     return min(1.0, (step + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(1.0, step / max(1, total))))
 
 
+class WarmupExists(ValueError):
+    """`--out` holds a finished warm-up trained with other settings."""
+
+
+def warmup_settings(model: str | Path, tasks: int | list[dict[str, Any]], families: str | list[str] | None,
+                    **kw: Any) -> dict[str, Any]:
+    """What defines a warm-up's result, recorded in its plan: the start model, the tasks (their count
+    when drawn, a hash of them when given), the families and the keyword settings `kw`. The time
+    budget is left out: a requeued job gets another one."""
+    import hashlib
+    import json
+
+    drawn = tasks if isinstance(tasks, int) else hashlib.sha256(
+        json.dumps(tasks, sort_keys=True).encode()).hexdigest()
+    return {"model": str(model), "tasks": drawn, "families": families, **kw}
+
+
+def finished_warmup(out: str | Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The plan of the finished warm-up in `out` (None when there is none); raises WarmupExists when it
+    was trained with other `settings` (a plan written before settings were recorded matches any)."""
+    import json
+
+    path = Path(out) / PLAN_FILE
+    if not path.is_file():
+        return None
+    plan = json.loads(path.read_text(encoding="utf-8"))
+    recorded = plan.get("settings")
+    if recorded is not None and recorded != settings:
+        diff = ", ".join(f"{k}: {recorded.get(k)!r} there, {v!r} now" for k, v in settings.items()
+                         if recorded.get(k) != v)
+        raise WarmupExists(f"{out} holds a finished warm-up trained with other settings ({diff}); choose another "
+                           "--out, or delete it to train again")
+    return plan
+
+
 def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, Any]] = 512, steps: int = 200,
            seed: int = 0, learning_rate: float = 1e-3, batch_size: int = 8, dtype: str | None = None,
            lora_r: int = 0, lora_layers: int | None = None, time_budget_s: float | None = None,
@@ -183,6 +223,14 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     from proofcheck.protocol import prompt_sha256, style_texts
 
     style_texts(prompt_style)  # an unknown style fails before the model loads
+    settings = warmup_settings(model, tasks, families, steps=steps, seed=seed, learning_rate=learning_rate,
+                               batch_size=batch_size, lora_r=lora_r, lora_layers=lora_layers, prompt_style=prompt_style)
+    if (done := finished_warmup(out, settings)) is not None:
+        log(f"[proofcheck] sft: {out} holds a finished warm-up ({done.get('steps')} steps): nothing to train, "
+            "the model is left as it is")
+        return Path(out)
+    if (Path(out) / "config.json").is_file():
+        log(f"[proofcheck] sft: {out} holds an unfinished warm-up (no {PLAN_FILE}): training from the start")
     started = time.perf_counter() if started is None else started
     choice = choose_dtype(dtype, device="cpu")
     log(f"[proofcheck] sft dtype: {choice.short} ({choice.reason})")
@@ -206,7 +254,8 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     rng = random.Random(seed)
     order: list[list[int]] = []  # batches of example indices, an epoch at a time
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    plan: dict[str, Any] = {"max_steps": steps, "dtype": choice.record(), "time_budget_s": time_budget_s}
+    plan: dict[str, Any] = {"max_steps": steps, "dtype": choice.record(), "time_budget_s": time_budget_s,
+                            "settings": settings}
     t0 = t_step = time.perf_counter()
     durations: list[float] = []
     step = 0
@@ -237,10 +286,10 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     out = Path(out)
     trained.save_pretrained(str(out))
     tok.save_pretrained(str(out))
-    write_json_atomic(out / PLAN_FILE, plan)
     # no reference solution in SFT prompts (in synthetic tasks it would give the answer away)
     write_prompt_card(out, False, prompt_sha256(style=prompt_style), prompt_style=prompt_style,
                       written_by="proofcheck train/sft.py")
+    write_json_atomic(out / PLAN_FILE, plan)  # last: its presence says the warm-up is finished
     return out
 
 
@@ -281,10 +330,14 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    warmup(args.model, args.out, tasks=tasks, steps=args.steps, seed=args.seed, learning_rate=args.lr,
-           batch_size=args.batch_size, dtype="bfloat16" if args.bf16 else args.dtype, lora_r=args.lora_r,
-           lora_layers=args.lora_layers, time_budget_s=args.time_budget, started=started,
-           prompt_style=args.prompt_style, families=families, log=lambda m: print(m, flush=True))
+    try:
+        warmup(args.model, args.out, tasks=tasks, steps=args.steps, seed=args.seed, learning_rate=args.lr,
+               batch_size=args.batch_size, dtype="bfloat16" if args.bf16 else args.dtype, lora_r=args.lora_r,
+               lora_layers=args.lora_layers, time_budget_s=args.time_budget, started=started,
+               prompt_style=args.prompt_style, families=families, log=lambda m: print(m, flush=True))
+    except WarmupExists as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"warmed-up model saved to {args.out}")
     return 0
 

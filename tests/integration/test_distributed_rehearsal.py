@@ -1,8 +1,8 @@
 """A CPU rehearsal of the distributed training path: two real ranks under `accelerate launch
 --multi_gpu --num_processes 2` (gloo, `use_cpu`), the tiny model, LoRA, vLLM colocated on both ranks.
 
-One run, killed twice and resumed, covers in three launches (one tiny-model build, four vLLM
-engine starts):
+One run, killed twice and resumed, then requeued twice after its end, covers in five launches (one
+tiny-model build, four vLLM engine starts):
 1. colocate on both ranks, the held-out evaluation before the first step on an evaluation set of
    3 proofs (not a multiple of 2 ranks), a checkpoint every step; SIGKILL of the whole launch
    (launcher and ranks, as a scheduler kills a job) between checkpoints: after checkpoint-1 is
@@ -11,12 +11,16 @@ engine starts):
    checkpoint-2: the model files are on disk, the optimizer, trainer state and marker are not;
 3. resumed again with colocate: checkpoint-2 is skipped with a message, the run continues from
    checkpoint-1 to the same final step 3, evaluates after the last step, merges LoRA under two
-   ranks, and writes a summary whose reward and evaluation history covers steps 1-3 and 0-3.
+   ranks, and writes a summary whose reward and evaluation history covers steps 1-3 and 0-3;
+4. requeued twice with `--resume_from_checkpoint last` after its end, as a scheduler requeues a
+   finished job: each launch trains nothing (issue 37: the Trainer alone trained a step 4) and
+   leaves every file as it was.
 Then the merged model loads in vLLM and generates.
 
 The kills are placed by a wrapper around `train/grpo.py` (this module writes it to a tmp folder)
-that stops rank 0 at the chosen point and drops a sentinel file; the test waits for the file and
-kills the launch's process group by its handle. Slow: ~3-4 minutes on 2 cores.
+that stops rank 0 at the chosen point, whatever the host's speed, and writes the point it reached
+into a sentinel file; the test waits for the file, kills the launch's process group by its handle
+and checks that the kill landed there: before the run's end. Slow: ~3-4 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -36,13 +40,15 @@ import pytest
 from proofcheck.process import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+MAX_STEPS = 3
 pytestmark = pytest.mark.slow
 
 WRAPPER = '''
 """train/grpo.py with a stall point for the rehearsal: PC_STALL=between:K stops rank 0 when step
 K+1 begins (checkpoint-K complete); PC_STALL=during:K stops it inside the save of checkpoint-K, after
 the model files and before the optimizer, trainer state and marker. It then writes PC_SENTINEL and
-sleeps until the test kills the launch."""
+sleeps until the test kills the launch: the point it reached ("between:K", "during:K") is what the
+sentinel says."""
 import os
 import sys
 import time
@@ -55,16 +61,17 @@ from proofcheck.train import run
 where, _, k = os.environ.get("PC_STALL", ":").partition(":")
 
 
-def stall():
+def stall(step):
     if os.environ.get("RANK", "0") == "0":
-        Path(os.environ["PC_SENTINEL"]).write_text("stalled")
-        time.sleep(3600)
+        Path(os.environ["PC_SENTINEL"]).write_text(f"{where}:{step}")
+        while True:  # until the test kills the launch
+            time.sleep(60)
 
 
 class Between(TrainerCallback):
     def on_step_begin(self, args, state, control, **kw):
         if state.global_step == int(k):
-            stall()
+            stall(state.global_step)
 
 
 build = run.build_trainer
@@ -81,7 +88,7 @@ def build_with_stall(*a, **kw):
         def save_then_stall(*sa, **skw):
             save_model(*sa, **skw)
             if skw.get("_internal_call") and trainer.state.global_step == int(k):
-                stall()
+                stall(trainer.state.global_step)
 
         trainer.save_model = save_then_stall
     return out
@@ -105,7 +112,7 @@ def launch(wrapper: Path, out: Path, log: Path, model: Path, *extra: str, stall:
            "--synthetic_count", "16", "--mix_ratios", "0.0", "0.0", "1.0", "--include_reference_solution", "false",
            "--eval_fraction", "0.3", "--eval_max_samples", "3", "--eval_passes", "2", "--eval_max_new_tokens", "8",
            "--eval_every_steps", "0", "--eval_at_start", "true", "--max_completion_length", "8",
-           "--per_device_train_batch_size", "2", "--num_generations", "2", "--max_steps", "3",
+           "--per_device_train_batch_size", "2", "--num_generations", "2", "--max_steps", str(MAX_STEPS),
            "--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "5",
            "--save_merged", "true", "--save_adapter", "false", "--disable_tqdm", "true", *extra]
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PC_STALL": stall,
@@ -151,6 +158,24 @@ def kill_at(proc: subprocess.Popen, sentinel: Path, log: Path, timeout_s: float 
         kill_launch(proc)
 
 
+def landed_before_end(sentinel: Path, point: str, out: Path, log: Path) -> None:
+    """The kill came at `point` ("between:K" / "during:K"), before the run's end: no rank finished, no
+    final save, no checkpoint of the last step (MAX_STEPS)."""
+    assert sentinel.read_text() == point
+    text = log.read_text()
+    assert "done at step" not in text and "nothing to train" not in text, text[-3000:]
+    assert not (out / "run_summary.json").exists() and not (out / "merged").exists()
+    assert not (out / f"checkpoint-{MAX_STEPS}").exists()
+
+
+def snapshot(out: Path) -> dict[str, tuple[str, int]]:
+    """Every file under `out`: (sha256, mtime), so a rewrite with the same bytes shows too."""
+    import hashlib
+
+    return {str(p.relative_to(out)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
 def finish(proc: subprocess.Popen, log: Path, timeout_s: float = 480) -> str:
     try:
         proc.wait(timeout_s)
@@ -173,8 +198,8 @@ def test_two_ranks_colocate_killed_twice_resume_to_the_same_end(tiny_model: Path
     s1 = tmp_path / "stalled-between"
     kill_at(launch(wrapper, out, tmp_path / "l1.log", tiny_model, stall="between:1", sentinel=s1), s1,
             tmp_path / "l1.log")
-    assert incomplete_reason(out / "checkpoint-1") is None
-    assert not (out / "checkpoint-2").exists() and not (out / "run_summary.json").exists()
+    landed_before_end(s1, "between:1", out, tmp_path / "l1.log")
+    assert incomplete_reason(out / "checkpoint-1") is None and not (out / "checkpoint-2").exists()
     saved = load_history(out / "checkpoint-1")
     assert [s for s, _ in saved["rewards"]] == [1]
     before = saved["eval_history"]
@@ -186,6 +211,7 @@ def test_two_ranks_colocate_killed_twice_resume_to_the_same_end(tiny_model: Path
     s2 = tmp_path / "stalled-during"
     kill_at(launch(wrapper, out, tmp_path / "l2.log", tiny_model, "--use_vllm", "false",
                    "--resume_from_checkpoint", "last", stall="during:2", sentinel=s2), s2, tmp_path / "l2.log")
+    landed_before_end(s2, "during:2", out, tmp_path / "l2.log")
     assert "from " + str(out / "checkpoint-1") in (tmp_path / "l2.log").read_text()
     assert (out / "checkpoint-2").is_dir() and not (out / "checkpoint-2" / MARKER).exists()
     assert not (out / "checkpoint-2" / "trainer_state.json").exists()  # the kill came mid-save
@@ -206,6 +232,16 @@ def test_two_ranks_colocate_killed_twice_resume_to_the_same_end(tiny_model: Path
     for step in (2, 3):
         assert incomplete_reason(out / f"checkpoint-{step}") is None
     assert summary["saved"] == {"merged": str(out / "merged")}
+
+    # 4. requeued twice after its end: nothing trained, nothing written (no checkpoint-4, same history and model)
+    before = snapshot(out)
+    for again in (4, 5):
+        log = tmp_path / f"l{again}.log"
+        text = finish(launch(wrapper, out, log, tiny_model, "--resume_from_checkpoint", "last"), log)
+        assert "checkpoint-3 is at step 3 and the run ends at step 3: nothing to train" in text
+        assert "the final save is in place" in text
+        assert "rank 0: nothing to train at step 3" in text and "rank 1: nothing to train at step 3" in text
+        assert snapshot(out) == before
 
     # the merged model (base + LoRA merged on rank 0 while rank 1 waited) loads in vLLM
     script = textwrap.dedent(f"""
