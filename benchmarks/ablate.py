@@ -408,7 +408,7 @@ def sft_control(cfg: AblateConfig, seed: int, start: Path, plain: Path, gold: Pa
     ctrl = cfg.out / "runs" / f"sft_control-s{seed}" / "model"
 
     def control() -> dict[str, Any]:
-        if not (ctrl / "config.json").is_file():
+        if not (ctrl / "sft_plan.json").is_file():  # written last by train.sft
             _run([sys.executable, "-m", "proofcheck.train.sft", "--model", str(start), "--out", str(ctrl),
                   "--data", str(gold), "--steps", "100000", "--lr", str(cfg.sft_lr),
                   "--lora-r", str(cfg.sft_lora_r), "--seed", str(seed), "--time-budget", f"{budget:.0f}",
@@ -505,7 +505,7 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     sft_dir = cfg.out / "sft"
 
     def sft() -> Path:
-        if not (sft_dir / "config.json").is_file():
+        if not (sft_dir / "sft_plan.json").is_file():  # written last by train.sft
             _run([sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(sft_dir),
                   "--data", str(data / "sft.jsonl"), "--steps", str(cfg.sft_steps), "--lr", str(cfg.sft_lr),
                   "--lora-r", str(cfg.sft_lora_r), "--seed", "0", "--prompt-style", cfg.prompt_style],

@@ -238,7 +238,7 @@ def _show_curriculum(data: Path) -> None:
 
 def _sft(cfg: DemoConfig, base: Path, data: Path, budget_s: float, env: dict[str, str]) -> Path:
     out = cfg.workdir / "sft"
-    if not (out / "config.json").is_file():
+    if not (out / "sft_plan.json").is_file():  # written last: a killed warm-up is trained again
         cmd = [sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(out),
                "--data", str(data / "sft.jsonl"), "--steps", str(cfg.sft_steps), "--lr", str(cfg.sft_lr),
                "--lora-r", str(cfg.sft_lora_r), "--seed", str(cfg.seed), "--time-budget", f"{budget_s:.0f}"]

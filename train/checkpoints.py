@@ -81,10 +81,10 @@ def load_history(folder: str | Path) -> dict[str, Any]:
     (empty lists for a checkpoint saved without one)."""
     p = Path(folder) / HISTORY
     if not p.is_file():
-        return {"rewards": [], "eval_history": [], "curve": []}
+        return {"rewards": [], "eval_history": [], "curve": [], "step_diagnostics": []}
     data = json.loads(p.read_text(encoding="utf-8"))
     return {"rewards": [tuple(r) for r in data.get("rewards", [])], "eval_history": data.get("eval_history", []),
-            "curve": data.get("curve", [])}
+            "curve": data.get("curve", []), "step_diagnostics": data.get("step_diagnostics", [])}
 
 
 def checkpoint_step(folder: str | Path) -> int:
@@ -160,6 +160,7 @@ class CheckpointCallback(TrainerCallback):
             return
         write_json_atomic(folder / HISTORY, {
             "rewards": [list(r) for r in self.history.rewards],
+            "step_diagnostics": self.history.diagnostics,
             "eval_history": self.eval_cb.history if self.eval_cb is not None else [],
             "curve": self.eval_cb.curve if self.eval_cb is not None else []})
         write_json_atomic(folder / MARKER, {"step": state.global_step, "world_size": acc.num_processes,

@@ -166,6 +166,7 @@ def summary_from_checkpoint(training: Any, model_args: Any, data: TrainingData, 
         "steps_this_run": 0, "resumed_from": checkpoint, "wall_time_s": None, "train_runtime_s": None,
         "first_reward": rewards[0][1] if rewards else None, "final_reward": rewards[-1][1] if rewards else None,
         "rewards": [{"step": s, "reward": r} for s, r in rewards], "eval": evals[-1] if evals else None,
+        "step_diagnostics": history["step_diagnostics"], "uncertainty": None,
         "eval_history": evals, "curve": history["curve"], "step_split_s": None, "saved": saved,
         "generation": generation_backend(training), "peft": bool(model_args.use_peft),
         "world_size": marker.get("world_size"), "memory": None,
@@ -319,6 +320,7 @@ def restore_history(checkpoint: str, history: Any, eval_cb: Any) -> None:
     saved = load_history(checkpoint)
     step = checkpoint_step(checkpoint)  # resume checked it is complete
     history.rewards = [(s, r) for s, r in saved["rewards"] if s <= step]
+    history.diagnostics = [d for d in saved["step_diagnostics"] if d["step"] <= step]
     if eval_cb is not None:
         eval_cb.history = [e for e in saved["eval_history"] if e["step"] <= step]
         eval_cb.curve = [e for e in saved.get("curve", []) if e["step"] <= step]

@@ -47,7 +47,7 @@ def save(out: Path, step: int, cb: CheckpointCallback, files: dict[str, bytes] |
 
 
 def callback(acc: Acc, rewards: list, evals: list, curve: list | None = None) -> CheckpointCallback:
-    return CheckpointCallback(SimpleNamespace(accelerator=acc), SimpleNamespace(rewards=rewards),
+    return CheckpointCallback(SimpleNamespace(accelerator=acc), SimpleNamespace(rewards=rewards, diagnostics=[]),
                               SimpleNamespace(history=evals, curve=curve or []))
 
 
@@ -61,7 +61,7 @@ def test_marker_after_the_barrier_lists_every_file(tmp_path: Path) -> None:
                                                        "trainer_state.json": 2}
     assert incomplete_reason(folder) is None
     assert load_history(folder) == {"rewards": [(1, 0.5), (2, 0.25)], "eval_history": [{"step": 2, "valid_rate": 0.5}],
-                                    "curve": []}
+                                    "curve": [], "step_diagnostics": []}
 
 
 def test_other_ranks_wait_but_write_nothing(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_restore_history_keeps_what_the_checkpoint_had_up_to_its_step(tmp_path: 
 
     folder = save(tmp_path, 2, callback(Acc(), [(1, 0.1), (2, 0.2)], [{"step": 0, "seconds": 30.0}, {"step": 2}],
                                         [{"step": 0}, {"step": 1}, {"step": 2}]))
-    history, eval_cb = SimpleNamespace(rewards=[]), SimpleNamespace(history=[], curve=[], timeline=[])
+    history, eval_cb = SimpleNamespace(rewards=[], diagnostics=[]), SimpleNamespace(history=[], curve=[], timeline=[])
     restore_history(str(folder), history, eval_cb)
     assert history.rewards == [(1, 0.1), (2, 0.2)] and [e["step"] for e in eval_cb.history] == [0, 2]
     assert [e["step"] for e in eval_cb.curve] == [0, 1, 2]
