@@ -17,7 +17,7 @@ avoid that, the way `proofcheck data select` picks proofs for annotation (passes
 
 The sampler is TRL's only by subclassing `GRPOTrainer._get_train_sampler` (`trainer_class`); the loop,
 generation, loss and optimizer stay TRL's. The DataLoader draws one batch ahead, so a refresh after step
-t shapes the batches from step t + 2. Each refresh's numbers (seconds, share of the pool with a
+t (made when step t + 1 begins) shapes the batches from step t + 2. Each refresh's numbers (seconds, share of the pool with a
 signal) go to `history` and the run summary (`uncertainty`).
 """
 
@@ -116,8 +116,10 @@ class UncertaintyPool(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.refresh(state.global_step)
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.global_step % self.every == 0 and state.global_step < state.max_steps:
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # at the start of the step after every `every`-th: a run that ends there (max_steps, a time budget)
+        # never pays for a pool it would not train on
+        if state.global_step and state.global_step % self.every == 0:
             self.refresh(state.global_step)
 
 

@@ -64,3 +64,25 @@ def test_markdown_names_every_arm() -> None:
               "comparisons": {"binary": compare(stats, stats)}}
     md = markdown(report)
     assert "| graded |" in md and "| binary |" in md and "| SFT start |" in md and "+0.000" in md
+
+
+def _summary(f1: float, tnr: float, se: float = 0.05) -> dict:
+    return {"rough_bal_f1": {"mean": f1, "se": se}, "rough_tnr": {"mean": tnr, "se": se}}
+
+
+@pytest.mark.parametrize(("arms", "chosen"), [
+    # balanced gains most and keeps TNR -> chosen
+    ({"training": (0.52, 0.50), "balanced": (0.58, 0.56)}, "balanced"),
+    # training gains most but lowers TNR by 0.11 (> 1 SE of the difference, 0.0707): the next best is chosen
+    ({"training": (0.60, 0.45), "polarity": (0.55, 0.55)}, "polarity"),
+    # no arm raises Balanced F1: none (the recipes keep the paper's scale)
+    ({"training": (0.47, 0.45), "balanced": (0.34, 0.75)}, None),
+])
+def test_the_default_incentive_rule(arms: dict, chosen: str | None) -> None:
+    from ablate import choose_incentive
+
+    report = {"sft_start": _summary(0.50, 0.56),
+              "arms": {a: {"summary": _summary(f1, tnr)} for a, (f1, tnr) in arms.items()}}
+    got = choose_incentive(report)
+    assert got["arm"] == chosen
+    assert {c["arm"] for c in got["candidates"]} == set(arms)
