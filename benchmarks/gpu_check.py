@@ -1,23 +1,29 @@
-"""GPU check for one H200, every stage under a time limit (the whole check inside 10 minutes).
+"""GPU check for the machine the project can borrow: one H200, ~8 minutes, every stage under its own limit.
 
-    bash benchmarks/gpu_check.sh            # or: python benchmarks/gpu_check.py --out runs/gpu_check
+    bash benchmarks/gpu_check.sh                 # on the lent machine (docs/gpu-check.md)
+    python benchmarks/gpu_check.py --device cpu  # the CPU rehearsal: the tiny model, same stages
 
-Stages, each a child process group killed as a whole (vLLM engine processes included) when it
-outruns its limit, with a message naming the stage, its limit and its log; a later stage still runs
-when an earlier optional one fails:
-1. build (limit 180 s): a Qwen3-8B-shaped model (36 layers, hidden 4096, GQA 32/8 of 128, MLP 12288)
-   with random bf16 weights and our tiny tokenizer, no downloads;
-2. plan (60 s): `train/grpo.py --plan` for the training stage's exact recipe and overrides on this
-   GPU's memory: the estimate printed beside what the training stage measures;
-3. train (`--train-timeout`, default 330 s; each GRPO run limited too): `train_real.py` on
-   `configs/grpo/qwen3-8b-lora-1gpu.yaml` as shipped, LoRA with vLLM colocated **in sleep mode**:
-   the GRPO step split, HF generate vs vLLM colocate, the held-out evaluation on HF `generate` vs
-   the trainer's sleeping vLLM engine (16 proofs x 4 passes: the path that hung before the
-   evaluation woke the KV cache), `torch.cuda.max_memory_allocated` and vLLM's KV blocks;
-4. serve (the time left, at least 120 s, else skipped with a message): `serve_real.py` at a small
-   size: engine vs `proofcheck serve` vs a naive loop, early reject, decode vs roofline.
-Writes `<out>/gpu_check.json` with the keys `run_all.py --json` writes and prints the Markdown tables.
-Skips (exit 0, says why) when no CUDA device is present; exit 1 when a stage failed or timed out.
+Stages, each a child process in its own session, killed as a whole (`os.killpg` on the handle's
+process group) when it outruns its limit or leaves processes behind; each writes its figures to
+`<work>/stages/<stage>.json`, and after every stage this driver rewrites `gpu_check.json` and
+`gpu_check.md` and copies them (with the stages' log tails) to `--out` (at most 8 small files: what the
+device tool brings back from $OUT). The model, checkpoints and logs live in `--work` (under /tmp).
+1. preflight: versions against the project's pins, requirements of the carried wheels, nvidia-smi,
+   free disk; stops the check with what is missing;
+2. machine: memory bandwidth and bf16 matmul peak measured now (the roofline and MFU's peak);
+3. build: a Qwen3-8B-shaped random model with Qwen3's real vocabulary (151,936) and the tiny
+   tokenizer (the CPU rehearsal: the tiny model);
+4. plan: `train/grpo.py --plan` for the training stage's exact arguments (the longest prompt of its
+   data as prompt length), set beside `torch.cuda.max_memory_allocated` measured by the next stage;
+5. train: GRPO steps of configs/grpo/qwen3-8b-lora-1gpu.yaml with transformers generation
+   (`use_vllm false`: no vLLM wheel fits the device tool), step split, tokens/s, MFU, and the
+   held-out evaluation on that path;
+6. decide: the k = 8 pass decision through an in-process transformers pass engine
+   (benchmarks/_gpu_hf_engine.py), passes/s against the memory-bandwidth roofline;
+7. resume: a run resumed from the training stage's checkpoint, SIGKILLed between two checkpoints,
+   then resumed from the newest complete one.
+Exit 0 when every stage passed, 1 when one failed, timed out or was skipped, 2 when preflight
+stopped the check; skipped (exit 0, says why) when `--device auto` finds no CUDA device.
 """
 
 from __future__ import annotations
@@ -25,43 +31,77 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 HERE = REPO / "benchmarks"
+MIB = 2**20
+OUT_MAX_FILES = 8            # the device tool brings back at most 8 files from $OUT ...
+OUT_MAX_BYTES = 16 * MIB     # ... of at most 16 MiB each
+LOG_TAIL_BYTES = 64 * 1024   # per stage, in stage_logs.txt
+SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
-def build_model(out: Path) -> int:
-    """Random Qwen3-8B-shaped model in bf16 (saved with the tiny tokenizer); returns the parameter count."""
-    import torch
-    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+@dataclass(frozen=True)
+class Stage:
+    """One stage: its limits in seconds on the GPU and in the CPU rehearsal, and the stages it needs."""
 
-    from proofcheck.models.tiny_model import build_tiny_model
-
-    tiny = build_tiny_model(out.parent / "tiny-tokenizer-source")
-    tok = AutoTokenizer.from_pretrained(tiny)
-    config = Qwen3Config(vocab_size=len(tok), hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
-                         num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=20480,
-                         tie_word_embeddings=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                         dtype="bfloat16")
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = Qwen3ForCausalLM(config).to(torch.bfloat16)
-    n = sum(p.numel() for p in model.parameters())
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return n
+    name: str
+    gpu_limit_s: float
+    cpu_limit_s: float
+    needs: tuple[str, ...] = ()
+    required: bool = False  # a failure stops the check (nothing after it can run)
 
 
-def run_stage(name: str, cmd: list[str], timeout_s: float, log: Path, env: dict[str, str] | None = None) -> str | None:
-    """Run one stage in its own process group; its stdout, or None after printing why it failed
-    (exit code, or killed at `timeout_s`) with the tail of its log."""
+STAGES = (Stage("preflight", 60, 90, required=True), Stage("machine", 45, 60),
+          Stage("build", 150, 90, required=True), Stage("plan", 45, 60, ("build",)),
+          Stage("train", 150, 120, ("build",)), Stage("decide", 90, 90, ("build", "machine")),
+          Stage("resume", 150, 150, ("train",)))
+MIN_STAGE_S = 10  # a stage is skipped when less than this is left of the budget
+
+# sizes per model shape: GRPO steps, completions per step (= generations of one prompt), tokens per
+# completion, held-out proofs x passes, decision proofs x k, synthetic rows, free disk needed (GiB: the 8B
+# model's 16.4 GB, two LoRA checkpoints of ~2.1 GB (fp32 adapter + AdamW states), one being written, the adapter)
+SIZES: dict[str, dict[str, Any]] = {
+    "qwen3-8b": {"steps": 3, "batch": 8, "generations": 8, "completion": 256, "eval_proofs": 8, "eval_passes": 4,
+                 "decide_proofs": 4, "decide_passes": 8, "decide_tokens": 256, "synthetic": 64, "disk_gib": 26},
+    "tiny": {"steps": 2, "batch": 4, "generations": 4, "completion": 16, "eval_proofs": 4, "eval_passes": 4,
+             "decide_proofs": 2, "decide_passes": 8, "decide_tokens": 16, "synthetic": 32, "disk_gib": 1},
+}
+
+
+@dataclass
+class StageRun:
+    """What running one stage gave: "ok", "failed" or "timed_out", its seconds, exit code and stdout."""
+
+    status: str
+    seconds: float
+    returncode: int | None
+    stdout: str
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL the process group `pgid` (a stage's session: its children included); gone already is fine."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_stage_detail(name: str, cmd: list[str], timeout_s: float, log: Path,
+                     env: dict[str, str] | None = None) -> StageRun:
+    """Run one stage in its own session; past `timeout_s` its whole process group is killed. After a
+    normal end the group is killed too: a child it left running (a stray generation worker) would
+    keep the GPU. Prints a message naming the stage, its limit and its log when it did not pass."""
     t0 = time.monotonic()
     with open(log, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env or dict(os.environ),
@@ -69,110 +109,203 @@ def run_stage(name: str, cmd: list[str], timeout_s: float, log: Path, env: dict[
         try:
             out, _ = proc.communicate(timeout=max(timeout_s, 1))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            _kill_group(proc.pid)
+            out, _ = proc.communicate()
             print(f"gpu_check: stage {name!r} did not finish within its {timeout_s:.0f} s limit: killed with its "
                   f"child processes. Log: {log}\n{_tail(log)}", flush=True)
-            return None
+            return StageRun("timed_out", time.monotonic() - t0, None, out or "")
+        finally:  # also when this driver is stopped (SIGTERM from the outer limit): the stage's session goes too
+            _kill_group(proc.pid)
     took = time.monotonic() - t0
     if proc.returncode != 0:
         print(f"gpu_check: stage {name!r} failed (exit {proc.returncode}) after {took:.0f} s. Log: {log}\n{_tail(log)}",
               flush=True)
-        return None
+        return StageRun("failed", took, proc.returncode, out)
     print(f"gpu_check: stage {name!r} done in {took:.0f} s", file=sys.stderr, flush=True)
-    return "\n".join(line for line in out.splitlines() if not line.startswith("{'"))
+    return StageRun("ok", took, 0, out)
+
+
+def run_stage(name: str, cmd: list[str], timeout_s: float, log: Path, env: dict[str, str] | None = None) -> str | None:
+    """`run_stage_detail`'s stdout (trainer log rows dropped), or None when the stage failed or timed out."""
+    run = run_stage_detail(name, cmd, timeout_s, log, env)
+    if run.status != "ok":
+        return None
+    return "\n".join(line for line in run.stdout.splitlines() if not line.startswith("{'"))
 
 
 def _tail(log: Path, n: int = 3000) -> str:
     return log.read_text(errors="replace")[-n:] if log.is_file() else ""
 
 
-RECIPE = REPO / "configs/grpo/qwen3-8b-lora-1gpu.yaml"
-# the training stage's sizes (one step: 16 completions of <= 256 tokens), shared with its --plan
-TRAIN_SIZES = {"batch": 16, "generations": 8, "completion": 256}
-TRAIN_ARGS = [f"expert_files={REPO / 'data/samples/annotated.jsonl'}",
-              "mix_ratios=0.5 0.0 0.5",  # shipped expert + synthetic rows
-              "gradient_accumulation_steps=1",
-              "vllm_enable_sleep_mode=true"]  # as the recipe ships it; said here so no default can change it
+def copy_out(files: list[Path], out: Path, max_files: int = OUT_MAX_FILES, max_bytes: int = OUT_MAX_BYTES
+             ) -> dict[str, list[str]]:
+    """Copy `files` (in order of importance) to the top of `out`: at most `max_files` plain files with
+    safe names, each cut to its last `max_bytes`. Returns what was copied, cut and left out (and why)."""
+    out.mkdir(parents=True, exist_ok=True)
+    done: dict[str, list[str]] = {"copied": [], "truncated": [], "left_out": []}
+    for f in files:
+        if not f.is_file() or not SAFE_NAME.match(f.name):
+            done["left_out"].append(f"{f.name} (not a plain file with a safe name)")
+        elif len(done["copied"]) >= max_files:
+            done["left_out"].append(f"{f.name} (over the {max_files}-file limit)")
+        else:
+            data = f.read_bytes()
+            if len(data) > max_bytes:
+                data = data[-max_bytes:]
+                done["truncated"].append(f.name)
+            tmp = out / f".{f.name}.tmp"
+            tmp.write_bytes(data)
+            tmp.replace(out / f.name)
+            done["copied"].append(f.name)
+    return done
 
 
-def main() -> int:
+def stage_logs(work: Path, names: list[str]) -> Path:
+    """One file with the tail of every stage's log (one file, so that the 8-file limit holds)."""
+    parts = []
+    for n in names:
+        log = work / "logs" / f"{n}.log"
+        if log.is_file():
+            data = log.read_bytes()[-LOG_TAIL_BYTES:].decode(errors="replace")
+            parts.append(f"===== {n} ({log}, last {LOG_TAIL_BYTES // 1024} KiB) =====\n{data}")
+    path = work / "stage_logs.txt"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def parse_limits(items: list[str]) -> dict[str, float]:
+    """`--stage-limit NAME=SECONDS` items as a dict; a name that is no stage is refused."""
+    names = {s.name for s in STAGES}
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in names or not value:
+            raise SystemExit(f"--stage-limit {item}: give NAME=SECONDS with NAME one of {', '.join(sorted(names))}")
+        out[name] = float(value)
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="runs/gpu_check", help="work folder (the model is ~16 GB)")
-    ap.add_argument("--budget", type=float, default=570, help="seconds for the whole check (default 570)")
-    ap.add_argument("--train-timeout", type=float, default=330, help="seconds for the training stage")
-    ap.add_argument("--proofs", type=int, default=8, help="serve_real: proofs per mode")
-    ap.add_argument("--naive-proofs", type=int, default=2, help="serve_real: proofs in the naive loop")
-    ap.add_argument("--tokens", type=int, default=128, help="serve_real: max tokens per pass")
-    ap.add_argument("--repeats", type=int, default=2, help="serve_real: (e) repeats")
-    ap.add_argument("--grpo-steps", type=int, default=3, help="train_real: steps per backend (first not timed)")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                    help="auto: the GPU when torch sees one, else skip (exit 0); cpu: the rehearsal")
+    ap.add_argument("--shape", choices=tuple(SIZES), help="model shape (default: qwen3-8b on cuda, tiny on cpu)")
+    ap.add_argument("--work", help="work folder for the model, checkpoints and logs (default: a new /tmp folder, "
+                    "removed at the end unless --keep-work)")
+    ap.add_argument("--keep-work", action="store_true", help="keep --work at the end")
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "runs" / "gpu_check"),
+                    help="where the JSON, the Markdown and the log tails go (default: $OUT, else runs/gpu_check)")
+    ap.add_argument("--budget", type=float, default=480, help="seconds for all stages together (default 480)")
+    ap.add_argument("--stage-limit", action="append", default=[], metavar="NAME=SECONDS",
+                    help="override one stage's limit (repeatable)")
+    ap.add_argument("--only", help="comma-separated stages to run (the stages they need are not added)")
     ap.add_argument("--quick", action="store_true", help="accepted for run_all.py; same as the default")
-    ap.add_argument("--stage", choices=("all", "build"), default="all", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def resolve_device(asked: str) -> str | None:
+    """cuda / cpu, or None when `auto` finds no CUDA device (the check is then skipped)."""
+    if asked != "auto":
+        return asked
     import torch
 
-    if not torch.cuda.is_available():
-        print("gpu_check: skipped (no CUDA device on this machine)")
-        return 0
-    deadline = time.monotonic() + args.budget
-    out = Path(args.out).resolve()
-    model_dir = out / "qwen3-8b-shaped"
-    if args.stage == "build":
-        print(json.dumps({"params": build_model(model_dir)}))
-        return 0
-    out.mkdir(parents=True, exist_ok=True)
-    gpu_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
-    py = sys.executable
-    failed: list[str] = []
-    if not (model_dir / "config.json").is_file():  # in its own process, so its GPU memory is returned
-        if run_stage("build", [py, __file__, "--stage", "build", "--out", str(out)], min(180, args.budget),
-                     out / "build.log") is None:
-            return 1
-    figures = Path(tempfile.mkdtemp(prefix="gpu-check-")) / "figures.json"
-    env = {**os.environ, "PROOFCHECK_BENCH_JSON": str(figures)}
-    t0 = time.monotonic()
-    overrides = [x for item in TRAIN_ARGS for x in (f"--{item.partition('=')[0]}", *item.partition("=")[2].split())]
-    plan = run_stage("plan", [py, str(REPO / "train/grpo.py"), "--config", str(RECIPE), "--model_name_or_path",
-                              str(model_dir), "--per_device_train_batch_size", str(TRAIN_SIZES["batch"]),
-                              "--num_generations", str(TRAIN_SIZES["generations"]), "--max_completion_length",
-                              str(TRAIN_SIZES["completion"]), *overrides, "--plan", "--plan_gpu_gib",
-                              f"{gpu_gib:.0f}"], 60, out / "plan.log")
-    tables = [f"### plan (estimate, `train/grpo.py --plan`, the training stage's sizes)\n\n```\n{plan}\n```"
-              if plan else "plan: failed (see above)"]
-    left = deadline - time.monotonic()
-    train_limit = min(args.train_timeout, left - 30)
-    train = run_stage("train", [py, str(HERE / "train_real.py"), "--model", str(model_dir), "--recipe", str(RECIPE),
-                                "--steps", str(args.grpo_steps), "--no-full",  # full FT of 8B: > 128 GB of AdamW
-                                "--eval-proofs", "16", "--batch", str(TRAIN_SIZES["batch"]), "--generations",
-                                str(TRAIN_SIZES["generations"]), "--completion-length", str(TRAIN_SIZES["completion"]),
-                                "--timeout", f"{max(train_limit / 2 - 5, 30):.0f}",  # one limit per GRPO run
-                                *(x for item in TRAIN_ARGS for x in ("--train-arg", item))],
-                      train_limit, out / "train_real.log", env)
-    if train is None:
-        failed.append("train")
-    else:
-        tables.append(train)
-    left = deadline - time.monotonic()
-    if left < 120:
-        print(f"gpu_check: stage 'serve' skipped: {left:.0f} s left of the {args.budget:.0f} s budget (needs 120 s)")
-        failed.append("serve (skipped)")
-    else:
-        serve = run_stage("serve", [py, str(HERE / "serve_real.py"), "--model", str(model_dir), "--proofs",
-                                    str(args.proofs), "--max-tokens", str(args.tokens), "--repeats", str(args.repeats),
-                                    "--naive-proofs", str(args.naive_proofs)], left - 10, out / "serve_real.log", env)
-        if serve is None:
-            failed.append("serve")
-        else:
-            tables.append(serve)
-    sys.path.insert(0, str(HERE))
-    from run_all import write_json
+    return "cuda" if torch.cuda.is_available() else None
 
-    print(f"# gpu_check: {torch.cuda.get_device_name(0)} ({gpu_gib:.0f} GiB)\n")
-    print("\n\n".join(tables))
-    missing = write_json(out / "gpu_check.json", figures, [HERE / "serve_real.py", HERE / "train_real.py"],
-                         len(failed), time.monotonic() - t0, quick=False)
-    print(f"\nJSON: {out / 'gpu_check.json'}" + (f"; failed or skipped: {', '.join(failed)}" if failed else ""))
-    return 1 if failed or missing else 0
+
+def write_results(doc: dict[str, Any], work: Path, out: Path) -> None:
+    """gpu_check.json and gpu_check.md in `work`, then copied (with the log tails) to `out`."""
+    from _gpu_report import render
+
+    (work / "gpu_check.json.tmp").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    (work / "gpu_check.json.tmp").replace(work / "gpu_check.json")
+    (work / "gpu_check.md").write_text(render(doc))
+    logs = stage_logs(work, list(doc["stages"]))
+    doc["out"] = copy_out([work / "gpu_check.json", work / "gpu_check.md", logs], out)
+    (work / "gpu_check.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    copy_out([work / "gpu_check.json"], out)
+
+
+def blocked_by(stage: Stage, doc: dict[str, Any], left: float) -> str | None:
+    """Why `stage` cannot run now (a stage it needs did not pass, or too little time is left), or None."""
+    for need in stage.needs:
+        got = doc["stages"].get(need, {}).get("status")
+        if got != "ok":
+            return f"needs stage {need!r}, which {'did not run' if got is None else got.replace('_', ' ')}"
+    if left < MIN_STAGE_S:
+        return f"{left:.0f} s left of the budget (a stage needs at least {MIN_STAGE_S} s)"
+    return None
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (gpu_check.sh's outer `timeout`) as SystemExit, so the running stage's session is killed
+    on the way out: stages run in sessions of their own, which the signal to this group does not reach."""
+    raise SystemExit(128 + signum)
+
+
+def run_stages(doc: dict[str, Any], work: Path, out: Path, limits: dict[str, float], only: set[str] | None,
+               budget: float) -> None:
+    """Run the stages in order within `budget` seconds, recording each in `doc` and writing the results
+    after each; a stage whose needs did not pass, or after a failed required one, is skipped with why."""
+    device = doc["settings"]["device"]
+    deadline = time.monotonic() + budget
+    stopped = False
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+    for stage in STAGES:
+        if only is not None and stage.name not in only:
+            continue
+        left = deadline - time.monotonic()
+        why = "an earlier required stage failed" if stopped else blocked_by(stage, doc, left)
+        if why:
+            print(f"gpu_check: stage {stage.name!r} skipped: {why}", flush=True)
+            doc["stages"][stage.name] = {"status": "skipped", "reason": why}
+            write_results(doc, work, out)
+            continue
+        limit = min(limits.get(stage.name, stage.gpu_limit_s if device == "cuda" else stage.cpu_limit_s), left)
+        run = run_stage_detail(stage.name, [sys.executable, str(HERE / "_gpu_stages.py"), stage.name, "--work",
+                                            str(work)], limit, work / "logs" / f"{stage.name}.log", env)
+        doc["stages"][stage.name] = {"status": run.status, "seconds": round(run.seconds, 1), "limit_s": round(limit),
+                                     "returncode": run.returncode}
+        if (result := work / "stages" / f"{stage.name}.json").is_file():
+            doc[stage.name] = json.loads(result.read_text())
+        stopped = stopped or (run.status != "ok" and stage.required)
+        write_results(doc, work, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    limits = parse_limits(args.stage_limit)
+    device = resolve_device(args.device)
+    if device is None:
+        print("gpu_check: skipped (no CUDA device on this machine; --device cpu runs the CPU rehearsal)")
+        return 0
+    shape = args.shape or ("qwen3-8b" if device == "cuda" else "tiny")
+    work = Path(args.work or tempfile.mkdtemp(prefix="proofcheck-gpu-check-", dir="/tmp")).resolve()
+    out = Path(args.out).resolve()
+    for sub in ("logs", "stages"):
+        (work / sub).mkdir(parents=True, exist_ok=True)
+    settings = {"device": device, "shape": shape, "sizes": SIZES[shape], "work": str(work), "repo": str(REPO),
+                "model": str(work / "model")}
+    (work / "settings.json").write_text(json.dumps(settings, indent=2))
+    doc: dict[str, Any] = {"check": "benchmarks/gpu_check.py", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                           "settings": settings, "budget_s": args.budget, "stages": {}}
+    sys.path.insert(0, str(HERE))
+    run_stages(doc, work, out, limits, {s.strip() for s in args.only.split(",")} if args.only else None, args.budget)
+    from _gpu_report import render
+
+    bad = [n for n, s in doc["stages"].items() if s["status"] != "ok"]
+    doc.update(finished=time.strftime("%Y-%m-%d %H:%M:%S"), not_passed=bad)
+    write_results(doc, work, out)
+    print(render(doc))
+    print(f"\nJSON: {out / 'gpu_check.json'}" + (f"; not passed: {', '.join(bad)}" if bad else ""))
+    if args.work is None and not args.keep_work:
+        try:
+            shutil.rmtree(work)  # the model alone is 16 GB
+        except OSError as e:
+            print(f"gpu_check: could not remove the work folder {work}: {e}", file=sys.stderr)
+    if doc["stages"].get("preflight", {}).get("status") not in (None, "ok"):
+        return 2
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
