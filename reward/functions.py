@@ -107,7 +107,7 @@ def _n_steps(kwargs: dict[str, Any], n: int) -> list[int]:
 
 
 class FormatReward(TruncationMixin):
-    """1.0 when the completion is a valid verifier answer (README "The verification protocol"), else 0.0."""
+    """1.0 when the completion is a valid verifier answer (docs/protocol.md), else 0.0."""
 
     def __init__(self) -> None:
         self.__name__ = "format"

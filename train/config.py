@@ -121,7 +121,10 @@ class ProofcheckScriptArguments:
         "Also run the k-pass held-out evaluation before the first step (the starting point; same tasks and "
         "sampling seed as every later evaluation, so before/after compare)."))
     eval_batch_size: int = field(default=4, metadata=_help(
-        "Proofs per generate() call during evaluation (each with eval_passes sequences)."))
+        "Proofs per model.generate() call during evaluation with transformers generation (each with eval_passes "
+        "sequences). The vLLM engines take every proof of an evaluation at once and run the passes in waves of their "
+        "max_num_seqs (TRL sizes the colocated engine's from per_device_train_batch_size x steps_per_generation: a "
+        "64 x 4 evaluation of long thinking passes runs in several waves, each as long as its longest pass)."))
 
     # --- rewards ----------------------------------------------------------------------------
     reward_funcs: list[str] = field(default_factory=lambda: ["meta_verifier", "format"], metadata=_help(
