@@ -1,4 +1,4 @@
-"""Benchmark metrics (README "Scoring ProverBench and VerifierBench files"), pure Python over plain records.
+"""Benchmark metrics (docs/scoring.md), pure Python over plain records.
 
 VerifierBench (per proof over R repeats, as the AdvancedMathBench release computes them):
   rough = share of the R requested repeats that are valid and have the right polarity
