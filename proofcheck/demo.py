@@ -101,7 +101,7 @@ class DemoConfig:
     exclude_family: str | None = None   # left out of SFT and GRPO only: the held-out and dev sets keep it
     prompt_style: str = "compact"  # verifier prompt (proofcheck.protocol): the same in SFT, GRPO, evaluation and
                                    # serving (written into the model folder); compact halves the prompt tokens
-    curve_every: int = 0          # GRPO steps between learning-curve points (0: only before and after)
+    curve_every: int = 3          # GRPO steps between learning-curve points (0: only before and after)
     curve_tasks: int = 16         # held-out proofs of each curve point (the first ones of the held-out set)
     full: bool = False            # the long CPU recipe (`full()`), judged against its own targets
 
@@ -320,7 +320,11 @@ EVAL_PASS_STEPS = 0.07
 GRPO_STEP_STEPS = 6.2
 GRPO_FIXED_STEPS = 1.5
 SCORE_FIXED_STEPS = 2.0
-SCORE_WAVE_STEPS = 2.2      # a wave of SCORE_IN_FLIGHT passes: 54 s at a 25 s SFT step (8-16 in flight: 0.85-0.9)
+# a wave of SCORE_IN_FLIGHT passes, by compute dtype: fp32 (AVX2 host) 54 s at a 25 s SFT step (8-16 in flight:
+# 0.85-0.9); bf16 (avx512_bf16 host, 2026-12-04) 171 s for 31 waves at a 7.2 s SFT step, 0.71 (vLLM decodes
+# relatively faster there than SFT trains): with 2.2 the demo kept a 480 s reserve, scored in 171 s and
+# ended 7 minutes early with 2 GRPO steps
+SCORE_WAVE_STEPS = {"float32": 2.2, "bfloat16": 0.9}
 SCORE_IN_FLIGHT = 32        # passes the scoring keeps in flight: concurrency = this / passes
 PLAN_MARGIN_S = 30.0
 SCORE_STAGE = "serve the trained verifier and score the shipped data"
@@ -395,7 +399,8 @@ class Plan:
         submissions, annotated = items
         conc = score_concurrency(passes)
         waves = math.ceil(submissions / conc) + math.ceil(annotated * repeats / conc)
-        return min(self.cfg.score_reserve_s, (SCORE_FIXED_STEPS + SCORE_WAVE_STEPS * waves) * unit)
+        wave = SCORE_WAVE_STEPS[self.choice.dtype]
+        return min(self.cfg.score_reserve_s, (SCORE_FIXED_STEPS + wave * waves) * unit)
 
     def _fit_to_time_left(self, unit: float) -> None:
         """Fewest cuts that fit GRPO (start, one step, two evaluations) and the scoring in the time left:

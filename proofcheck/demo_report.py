@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -35,10 +36,11 @@ def reward_plot(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-LEARNING_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "reward_mean", "first_error_step_accuracy",
-                 "kpass_bal_f1", "kpass_tpr", "kpass_tnr")
+LEARNING_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "discrimination", "valid_rate", "reward_mean",
+                 "first_error_step_accuracy", "kpass_bal_f1", "kpass_tpr", "kpass_tnr")
 _SHORT = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR", "valid_rate": "valid",
-          "reward_mean": "reward", "first_error_step_accuracy": "1st-err", "kpass_bal_f1": "k-pass Bal-F1",
+          "reward_mean": "reward", "first_error_step_accuracy": "1st-err", "discrimination": "TPR+TNR-1",
+          "kpass_bal_f1": "k-pass Bal-F1",
           "kpass_tpr": "k-pass TPR", "kpass_tnr": "k-pass TNR"}
 
 
@@ -221,12 +223,21 @@ def curve_table(summary: dict[str, Any]) -> str | None:
 
 
 # per-step checking diagnostics (run_summary.json `step_diagnostics`: TRL's log keys and ours, `checking/...`)
-DIAG_COLUMNS = (("reward", "reward"), ("checking/accept_rate_valid", "accV"),
-                ("checking/accept_rate_flawed", "accF"), ("checking/level/EXACT_MATCH", "exact"),
-                ("checking/level/BASIC_MATCH", "basic"), ("checking/level/POOR_MATCH", "poor"),
-                ("checking/level/WRONG_POLARITY", "wrong"), ("checking/level/invalid", "inval"),
-                ("frac_reward_zero_std", "flat"), ("completions/mean_length", "len"),
-                ("completions/clipped_ratio", "cut"))
+DIAG_COLUMNS = (("reward", "rwd"), ("checking/accept_rate_valid", "accV"),
+                ("checking/accept_rate_flawed", "accF"), ("checking/discrimination", "disc"),
+                ("checking/level/EXACT_MATCH", "ex"), ("checking/level/BASIC_MATCH", "bas"),
+                ("checking/level/POOR_MATCH", "poor"), ("checking/level/WRONG_POLARITY", "wrg"),
+                ("checking/level/invalid", "inv"), ("frac_reward_zero_std", "flat"),
+                ("completions/mean_length", "len"), ("completions/clipped_ratio", "cut"))
+
+
+def _diag_cell(key: str, value: float | None) -> str:
+    """A compact cell (the table has 12 columns in 80): tokens as integers, shares as -.12 / .50 / 1.0."""
+    if value is None:
+        return "-"
+    if key == "completions/mean_length":
+        return f"{value:.0f}"
+    return f"{value:.2f}".replace("0.", ".", 1) if abs(value) < 1 else f"{value:.1f}"
 
 
 def diagnostics_table(summary: dict[str, Any]) -> None:
@@ -235,14 +246,14 @@ def diagnostics_table(summary: dict[str, Any]) -> None:
     rows = summary.get("step_diagnostics") or []
     if not rows:
         return
-    t = Table(title="GRPO per step: accept rate on valid (accV) and flawed (accF) proofs; level mix; share of groups "
-                    "without reward spread (flat: no signal); mean completion tokens (len), share cut off (cut)")
+    t = Table(title="GRPO per step: accept rate on valid (accV) and flawed (accF) proofs and their difference (disc: "
+                    "0 = bias only); levels exact / basic / poor / wrong polarity / invalid; share of groups without reward "
+                    "spread (flat: no signal); mean completion tokens (len), share cut off (cut); reward (rwd)", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     t.add_column("step", justify="right")
     for _, short in DIAG_COLUMNS:
         t.add_column(short, justify="right")
     for r in rows:
-        t.add_row(str(r["step"]), *("-" if r.get(k) is None else f"{r[k]:.0f}" if k == "completions/mean_length"
-                                    else f"{r[k]:.2f}" for k, _ in DIAG_COLUMNS))
+        t.add_row(str(r["step"]), *(_diag_cell(k, r.get(k)) for k, _ in DIAG_COLUMNS))
     console.print(t)
     fams = sorted({k.split("/")[-1] for r in rows for k in r if k.startswith("checking/reward_family/")})
     if fams:
@@ -265,9 +276,11 @@ def diagnostics_plot(summary: dict[str, Any], path: Path) -> Path | None:
     fig, (ax, ax_l) = plt.subplots(1, 2, figsize=(10, 3.6))
     for key, label, color in (("checking/accept_rate_valid", "accept | valid proof", "#55a868"),
                               ("checking/accept_rate_flawed", "accept | flawed proof", "#c44e52"),
+                              ("checking/discrimination", "difference (0: bias only)", "#dd8452"),
                               ("frac_reward_zero_std", "groups without spread", "#8172b2")):
         ax.plot(steps, series(key), marker="o", ms=3, label=label, color=color)
-    ax.set_ylim(-0.02, 1.02)
+    ax.axhline(0.0, color="#999999", lw=0.8)
+    ax.set_ylim(-1.02, 1.02)
     ax.set_xlabel("GRPO step")
     ax.set_title("Accept rates and groups without signal")
     ax.legend(fontsize=8)

@@ -7,7 +7,8 @@ meta-verifier reward logs them through TRL's `log_metric` under `checking/...`, 
 log (the CPU recipes' run_summary.json, a GPU user's wandb or tensorboard) carries them per step:
 
 - `accept_rate_valid` / `accept_rate_flawed`: the share of completions on expert-valid / flawed
-  proofs that are valid accepts (an invalid output never accepts);
+  proofs that are valid accepts (an invalid output never accepts); `discrimination`, their
+  difference: a verifier that only shifts its bias moves both rates together and keeps it at 0;
 - `level/<LEVEL>` and `level/invalid`: the level mix, shares of all graded completions (grader
   failures are left out and counted apart as `grader_failure`);
 - `zero_spread_groups`: the share of groups (completions of the same proof) whose rewards are
@@ -78,6 +79,9 @@ def batch_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, float]:
     out: dict[str, float | None] = {
         "accept_rate_valid": _share(sum(o.accepted for o in valid), len(valid)),
         "accept_rate_flawed": _share(sum(o.accepted for o in flawed), len(flawed)),
+        "discrimination": (_share(sum(o.accepted for o in valid), len(valid)) - _share(sum(o.accepted for o in flawed),
+                                                                                      len(flawed))
+                           if valid and flawed else None),
         "zero_spread_groups": _zero_spread(outcomes),
         "grader_failure": float(len(outcomes) - len(graded)),
     }

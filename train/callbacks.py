@@ -223,6 +223,9 @@ def eval_metrics(results: list[dict]) -> dict[str, float | None]:
         "rough_tnr_se": _se(neg),
         "first_error_step_accuracy_se": _se([proof_first_error_step_accuracy(p) for p in proofs]),
         "valid_rate_se": _se([proof_valid_rate(p) for p in proofs]),
+        # TPR + TNR - 1 (Youden's J): 0 for a verifier that only moves its accept bias, whatever Balanced F1 does
+        "discrimination": m["rough_tpr"] + m["rough_tnr"] - 1 if None not in (m["rough_tpr"], m["rough_tnr"]) else None,
+        "discrimination_se": (math.hypot(_se(pos), _se(neg)) if len(pos) >= 2 and len(neg) >= 2 else None),
         "n_proofs": len(results),
         "n_passes": sum(len(r["trials"]) for r in results),
         **kpass_with_se(proofs),

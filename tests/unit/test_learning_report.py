@@ -28,6 +28,7 @@ RESULTS = [
 @pytest.mark.parametrize(("key", "value", "se"), [
     ("rough_tpr", 0.75, 0.25),                       # per-proof 1.0, 0.5: sd 0.354 / sqrt 2
     ("rough_tnr", 0.5, 0.5),                         # per-proof 1.0, 0.0
+    ("discrimination", 0.25, math.hypot(0.25, 0.5)),  # TPR + TNR - 1; the two classes' errors combined
     ("valid_rate", 7 / 8, math.sqrt(1 / 16 / 4)),    # per-proof 1, 1, 1, .5: sd .25 / sqrt 4
     ("first_error_step_accuracy", 0.5, math.sqrt((0.5**2 + 0.5**2) / 3 / 4)),  # per-proof 1, .5, .5, 0
 ])
@@ -194,14 +195,16 @@ def test_diagnostics_table_and_plot(tmp_path, capsys) -> None:
     from proofcheck.demo_report import console, diagnostics_plot, diagnostics_table
 
     rows = [{"step": s, "reward": 0.3 + 0.1 * s, "checking/accept_rate_valid": 0.9, "checking/accept_rate_flawed": 0.4,
+             "checking/discrimination": -0.25,
              "checking/level/EXACT_MATCH": 0.5, "checking/level/POOR_MATCH": 0.2, "checking/level/WRONG_POLARITY": 0.2,
              "checking/level/invalid": 0.1, "frac_reward_zero_std": 0.5, "completions/mean_length": 91.0,
              "completions/clipped_ratio": 0.05, "checking/reward_family/linear": 0.4} for s in (1, 2)]
     with console.capture() as cap:
         diagnostics_table({"step_diagnostics": rows})
     text = cap.get()
-    assert "accF" in text and "flat" in text and "linear 0.40" in text
-    assert text.count("0.40") >= 3 and text.count("91") == 2  # accF both steps + family; length both steps
+    assert "accF" in text and "disc" in text and "flat" in text and "linear 0.40" in text
+    assert text.count(" .40") == 2 and text.count("-.25") == 2 and text.count("91") == 2  # both steps
+    assert max(len(line) for line in text.splitlines()) <= 80
     png = diagnostics_plot({"step_diagnostics": rows}, tmp_path / "d.png")
     assert png is not None and png.stat().st_size > 1000
     assert diagnostics_plot({"step_diagnostics": []}, tmp_path / "e.png") is None

@@ -287,6 +287,22 @@ def test_demo_fits_evaluation_and_scoring_to_the_time_left(median_s, left_s, eva
     assert plan.grpo_budget() + plan.score_plan_s + 30.0 == pytest.approx(left_s, abs=1.0)
 
 
+def test_demo_on_a_bf16_host_keeps_the_scoring_share_it_measured() -> None:
+    """avx512_bf16 host, 2026-12-04: SFT median 7.16 s, 830 s left; scoring (8 passes, 2 repeats: 31 waves)
+    took 171 s. Estimated at 0.9 SFT steps a wave: (2 + 0.9 x 31) x 7.16 = 214 s, not the 480 s reserve."""
+    import time
+
+    from proofcheck.demo import DemoConfig, Plan
+
+    plan = Plan(DemoConfig(), decide(AVX512_BF16))
+    plan.t0 = time.perf_counter() - (plan.cfg.budget_s - 830.0)
+    plan.record["sft"] = {"median_step_s": 7.16}
+    plan.scale_work()
+    assert (plan.eval_tasks, plan.passes, plan.repeats) == (64, 8, 2)
+    assert plan.score_plan_s == pytest.approx(214.1, abs=0.5)
+    assert plan.grpo_budget() == pytest.approx(830.0 - 214.1 - 30.0, abs=1.0)
+
+
 @pytest.mark.parametrize(("total_s", "score_s", "grpo_s", "says"), [
     (1100.0, 300.0, 340.0, None),                                   # within the budget: no blame
     (1300.0, 500.0, 340.0, "serving and scoring took 500 s of a 480 s reserve"),

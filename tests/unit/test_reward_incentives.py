@@ -95,6 +95,7 @@ def test_the_batch_diagnostics_reach_log_metric() -> None:
     # flawed "f": EXACT, POOR, accept, invalid -> 1 accept of 4; valid "v": accept, accept, reject, accept -> 3 of 4
     assert logged["checking/accept_rate_flawed"] == pytest.approx(0.25)
     assert logged["checking/accept_rate_valid"] == pytest.approx(0.75)
+    assert logged["checking/discrimination"] == pytest.approx(0.5)  # 0.75 - 0.25
     # levels of 8 graded: EXACT 4 (1 flawed + 3 valid accepts), POOR 1, WRONG_POLARITY 2, invalid 1
     assert logged["checking/level/EXACT_MATCH"] == pytest.approx(4 / 8)
     assert logged["checking/level/POOR_MATCH"] == pytest.approx(1 / 8)
@@ -118,7 +119,7 @@ def _o(group: str, flawed: bool, accepted: bool, level: Level | None, reward: fl
     # two groups of two, one without spread (both 1.0): half the groups teach nothing
     ([_o("a", False, True, Level.EXACT_MATCH, 1.0), _o("a", False, True, Level.EXACT_MATCH, 1.0),
       _o("b", True, False, Level.POOR_MATCH, 0.25), _o("b", True, True, Level.WRONG_POLARITY, 0.0)],
-     {"zero_spread_groups": 0.5, "accept_rate_valid": 1.0, "accept_rate_flawed": 0.5,
+     {"zero_spread_groups": 0.5, "accept_rate_valid": 1.0, "accept_rate_flawed": 0.5, "discrimination": 0.5,
       "level/EXACT_MATCH": 0.5, "level/POOR_MATCH": 0.25, "level/WRONG_POLARITY": 0.25, "level/invalid": 0.0}),
     # all invalid on flawed proofs: no valid proofs -> no accept_rate_valid key; zero spread everywhere
     ([_o("a", True, False, None, 0.0), _o("a", True, False, None, 0.0)],
@@ -132,6 +133,6 @@ def test_batch_diagnostics_table(outcomes: list[Outcome], expected: dict[str, fl
     for key, value in expected.items():
         assert got[key] == pytest.approx(value), key
     if not any(not o.gold_flawed for o in outcomes):
-        assert "accept_rate_valid" not in got
+        assert "accept_rate_valid" not in got and "discrimination" not in got
     if all(len([x for x in outcomes if x.group == o.group and x.reward is not None]) < 2 for o in outcomes):
         assert "zero_spread_groups" not in got
