@@ -194,7 +194,7 @@ def test_step_diagnostics_keep_trl_and_checking_keys_only() -> None:
 def test_diagnostics_table_and_plot(tmp_path, capsys) -> None:
     from proofcheck.demo_report import console, diagnostics_plot, diagnostics_table
 
-    rows = [{"step": s, "reward": 0.3 + 0.1 * s, "checking/accept_rate_valid": 0.9, "checking/accept_rate_flawed": 0.4,
+    rows = [{"step": s, "reward": 0.3 + 0.01 * s, "checking/accept_rate_valid": 0.9, "checking/accept_rate_flawed": 0.4,
              "checking/discrimination": -0.25,
              "checking/level/EXACT_MATCH": 0.5, "checking/level/POOR_MATCH": 0.2, "checking/level/WRONG_POLARITY": 0.2,
              "checking/level/invalid": 0.1, "frac_reward_zero_std": 0.5, "completions/mean_length": 91.0,
