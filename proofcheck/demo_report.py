@@ -255,11 +255,14 @@ def diagnostics_table(summary: dict[str, Any]) -> None:
     for r in rows:
         t.add_row(str(r["step"]), *(_diag_cell(k, r.get(k)) for k, _ in DIAG_COLUMNS))
     console.print(t)
-    fams = sorted({k.split("/")[-1] for r in rows for k in r if k.startswith("checking/reward_family/")})
-    if fams:
-        last = rows[-1]
-        console.print("  reward by family, last step: " + ", ".join(
-            f"{f} {last.get('checking/reward_family/' + f, float('nan')):.2f}" for f in fams))
+    by_family: dict[str, list[float]] = {}
+    for r in rows:
+        for k, v in r.items():
+            if k.startswith("checking/reward_family/"):
+                by_family.setdefault(k.split("/")[-1], []).append(v)
+    if by_family:  # a step's batch holds a few families: the mean over the steps that had each
+        console.print("  reward by family, mean over the steps that drew it: " + ", ".join(
+            f"{f} {sum(v) / len(v):.2f} ({len(v)} steps)" for f, v in sorted(by_family.items())))
 
 
 def diagnostics_plot(summary: dict[str, Any], path: Path) -> Path | None:

@@ -202,7 +202,7 @@ def test_diagnostics_table_and_plot(tmp_path, capsys) -> None:
     with console.capture() as cap:
         diagnostics_table({"step_diagnostics": rows})
     text = cap.get()
-    assert "accF" in text and "disc" in text and "flat" in text and "linear 0.40" in text
+    assert "accF" in text and "disc" in text and "flat" in text and "linear 0.40 (2 steps)" in text
     assert text.count(" .40") == 2 and text.count("-.25") == 2 and text.count("91") == 2  # both steps
     assert max(len(line) for line in text.splitlines()) <= 80
     png = diagnostics_plot({"step_diagnostics": rows}, tmp_path / "d.png")
