@@ -329,7 +329,8 @@ def restore_history(checkpoint: str, history: Any, eval_cb: Any) -> None:
 
 def memory_record(trainer: Any) -> dict[str, Any] | None:
     """Peak GPU memory of this process and the colocated vLLM engine's KV cache size, on CUDA
-    (None elsewhere): what `benchmarks/gpu_check.py` reports beside `--plan`'s estimate."""
+    (None elsewhere): compared with `--plan`'s estimate (`benchmarks/gpu_check.py` reads the peak; the KV cache
+    only on a GPU node with vLLM)."""
     import torch
 
     if not torch.cuda.is_available():
