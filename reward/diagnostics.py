@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ class Outcome:
     """One graded completion as the diagnostics see it.
 
     group: the proof it answers (completions of one proof form a GRPO group);
-    gold_flawed: the annotation marks an error; accepted: a valid output that flags no step;
+    gold_flawed: the annotation marks an error; accepted: a valid output whose verdict accepts;
     family: the proof family, None for expert data; reward: what the reward function returned.
     """
 
@@ -76,12 +75,12 @@ def batch_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, float]:
     valid = [o for o in outcomes if not o.gold_flawed]
     flawed = [o for o in outcomes if o.gold_flawed]
     graded = [o for o in outcomes if o.result.grader_error is None]
+    acc_valid = _share(sum(o.accepted for o in valid), len(valid))
+    acc_flawed = _share(sum(o.accepted for o in flawed), len(flawed))
     out: dict[str, float | None] = {
-        "accept_rate_valid": _share(sum(o.accepted for o in valid), len(valid)),
-        "accept_rate_flawed": _share(sum(o.accepted for o in flawed), len(flawed)),
-        "discrimination": (_share(sum(o.accepted for o in valid), len(valid)) - _share(sum(o.accepted for o in flawed),
-                                                                                      len(flawed))
-                           if valid and flawed else None),
+        "accept_rate_valid": acc_valid,
+        "accept_rate_flawed": acc_flawed,
+        "discrimination": acc_valid - acc_flawed if valid and flawed else None,
         "zero_spread_groups": _zero_spread(outcomes),
         "grader_failure": float(len(outcomes) - len(graded)),
     }
@@ -97,22 +96,14 @@ def batch_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, float]:
     return {k: float(v) for k, v in out.items() if v is not None}
 
 
-def gold_flawed(annotation: Any) -> bool:
-    """The annotation marks an error (a fatal step, or recoverable ones): the structural grader's polarity."""
-    from proofcheck.reward.structural import coerce_annotation
+def annotation_facts(annotation: Any) -> tuple[bool, str | None]:
+    """(the expert marks an error, the proof family named in the annotation's remark or None) for one
+    annotation as the reward receives it (JSON text, a dict or an `Annotation`)."""
+    from proofcheck.data.families import family_of
+    from proofcheck.reward.structural import annotation_flawed, coerce_annotation
 
     ann = coerce_annotation(annotation)
-    return ann.first_fatal_error_step >= 0 or bool(ann.recoverable)
-
-
-def family_of_annotation(annotation: Any) -> str | None:
-    """The proof family named in the annotation's remark (synthetic tasks), else None."""
-    from proofcheck.data.families import family_of
-
-    if hasattr(annotation, "model_dump"):
-        annotation = annotation.model_dump()
-    text = annotation if isinstance(annotation, str) else json.dumps(dict(annotation), default=str)
-    return family_of({"annotation": text})
+    return annotation_flawed(ann), family_of({"annotation": {"remark": ann.remark}})
 
 
 def log_diagnostics(diagnostics: dict[str, float], log_metric: Any) -> None:

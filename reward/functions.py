@@ -37,13 +37,7 @@ from typing import Any
 
 from proofcheck.parsing import finish_reason_from_ids, parse_verifier_output
 from proofcheck.reward.client import JudgeConfig
-from proofcheck.reward.diagnostics import (
-    Outcome,
-    batch_diagnostics,
-    family_of_annotation,
-    gold_flawed,
-    log_diagnostics,
-)
+from proofcheck.reward.diagnostics import Outcome, annotation_facts, batch_diagnostics, log_diagnostics
 from proofcheck.reward.grading import GradeItem, Grader
 from proofcheck.reward.levels import BALANCED_BONUS, INCENTIVES, SCALES, GradeResult, Level, Scale
 
@@ -196,7 +190,8 @@ class MetaVerifierReward(TruncationMixin):
             for key in (*[lvl.name for lvl in Level], "invalid", "grader_failure"):
                 log_metric(f"{self.__name__}/count/{key}", float(batch.get(key, 0)))
         groups = _group_keys(kwargs, len(items))
-        flawed = [gold_flawed(it.annotation) for it in items]
+        facts = [annotation_facts(it.annotation) for it in items]  # (gold flawed, proof family)
+        flawed = [f for f, _ in facts]
         scores = [r.score for r in results]
         if self.incentive == "balanced":
             if groups is None:
@@ -204,8 +199,8 @@ class MetaVerifierReward(TruncationMixin):
                                  "'proof_id' (or TRL's prompts) to group completions")
             scores = balance_groups(results, flawed, groups)
         groups = groups or [str(i) for i in range(len(items))]  # ungrouped: no zero-spread share
-        outcomes = [Outcome(g, f, _accepted(it), r, s, family_of_annotation(it.annotation))
-                    for it, r, s, f, g in zip(items, results, scores, flawed, groups, strict=True)]
+        outcomes = [Outcome(g, f, _accepted(it), r, s, fam)
+                    for it, r, s, (f, fam), g in zip(items, results, scores, facts, groups, strict=True)]
         log_diagnostics(batch_diagnostics(outcomes), log_metric)
         return scores
 
@@ -224,11 +219,9 @@ def _group_keys(kwargs: dict[str, Any], n: int) -> list[str] | None:
 
 
 def _accepted(item: GradeItem) -> bool:
-    """A valid output that flags no step (what serving counts as an accept)."""
-    from proofcheck.reward.structural import flagged_steps
-
+    """A valid output whose verdict accepts (the parser's rule, as serving counts an accept)."""
     parsed = parse_verifier_output(item.text, len(item.steps), item.finish_reason)
-    return parsed.verdict is not None and not flagged_steps(parsed.verdict)
+    return parsed.verdict is not None and parsed.verdict.accepts
 
 
 def balance_groups(results: list[GradeResult], flawed: list[bool], groups: list[str],

@@ -47,12 +47,17 @@ def flagged_steps(verdict: Verdict) -> frozenset[int]:
     return frozenset() if verdict.first_error_step < 0 else frozenset({verdict.first_error_step})
 
 
+def annotation_flawed(annotation: Annotation) -> bool:
+    """The expert marks an error: a fatal step, or recoverable ones (the gold polarity of every grade)."""
+    return annotation.first_fatal_error_step >= 0 or bool(annotation.recoverable)
+
+
 def structural_level(annotation: Annotation, flagged: Iterable[int]) -> Level:
     """The level the step indices allow; `flagged` empty means the verifier said "valid"."""
     s = set(flagged)
     f = annotation.first_fatal_error_step
     r = set(annotation.recoverable)
-    gold_invalid = f >= 0 or bool(r)
+    gold_invalid = annotation_flawed(annotation)
     pred_invalid = bool(s)
     if gold_invalid != pred_invalid:
         return Level.WRONG_POLARITY

@@ -57,7 +57,7 @@ def grade_row(row: dict, passes: list[tuple[str, str]]) -> dict:
     for text, finish in passes:
         p = parse_pass(text, row["n_steps"], finish)
         g = grade_structural(text, row["n_steps"], row["annotation"], finish)
-        trials.append({"valid": p.status == "valid", "first_error_step": p.first_error_step,
+        trials.append({"valid": p.status == "valid", "first_error_step": p.first_error_step, "outcome": p.outcome,
                        "score": g.score, "invalid_reason": p.invalid_reason})
     return {"proof_id": row["proof_id"], "is_correct": bool(row["is_correct"]),
             "first_error_step": int(row["first_error_step"]), "domain": row["domain"], "trials": trials}

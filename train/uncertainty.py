@@ -36,26 +36,23 @@ def disagreement(result: dict[str, Any]) -> tuple[bool, float, float]:
     """How uncertain the model is on one graded row (`callbacks.grade_row`): (its passes differ in outcome
     or score, 1 - |2 x accept share - 1|, score spread). Higher sorts first.
 
-    >>> disagreement({"trials": [{"valid": True, "first_error_step": -1, "score": 1.0},
-    ...                          {"valid": True, "first_error_step": 2, "score": 0.0}]})
+    >>> disagreement({"trials": [{"outcome": "accept", "score": 1.0}, {"outcome": "reject", "score": 0.0}]})
     (True, 1.0, 1.0)
     """
-    trials = result["trials"]
-    outcomes = {"accept" if t["valid"] and t["first_error_step"] == -1 else "reject" if t["valid"] else "invalid"
-                for t in trials}
-    scores = [t["score"] for t in trials if t["score"] is not None]
+    outcomes = [t["outcome"] for t in result["trials"]]
+    scores = [t["score"] for t in result["trials"] if t["score"] is not None]
     spread = max(scores) - min(scores) if scores else 0.0
-    accepts = sum(t["valid"] and t["first_error_step"] == -1 for t in trials) / max(1, len(trials))
-    return (len(outcomes) > 1 or spread > 0, 1.0 - abs(2 * accepts - 1), spread)
+    accepts = outcomes.count("accept") / max(1, len(outcomes))
+    return (len(set(outcomes)) > 1 or spread > 0, 1.0 - abs(2 * accepts - 1), spread)
 
 
 def rank_rows(results: list[dict[str, Any]], indices: list[int], balanced: bool) -> list[int]:
     """`indices` (the rows `results` grade, in order) most uncertain first; with `balanced`, as
     (valid, flawed) pairs of the most uncertain of each class, the rest dropped.
 
-    >>> r = lambda ok, outs: {"is_correct": ok, "trials": [{"valid": True, "first_error_step": o, "score": 1.0}
-    ...                                                    for o in outs]}
-    >>> rank_rows([r(True, [-1, -1]), r(True, [-1, 2]), r(False, [1, 1])], [7, 8, 9], balanced=True)
+    >>> r = lambda ok, outs: {"is_correct": ok, "trials": [{"outcome": o, "score": 1.0} for o in outs]}
+    >>> rank_rows([r(True, ["accept"] * 2), r(True, ["accept", "reject"]), r(False, ["reject"] * 2)], [7, 8, 9],
+    ...           balanced=True)
     [8, 9]
     """
     order = sorted(range(len(results)), key=lambda j: disagreement(results[j]), reverse=True)

@@ -14,7 +14,7 @@ from proofcheck.train.uncertainty import UncertaintySampler, disagreement, rank_
 def row(ok: bool, passes: list[int | None], scores: list[float] | None = None) -> dict[str, Any]:
     """A graded row: each pass is a first-error step (-1 = accept) or None (invalid)."""
     scores = scores or [1.0] * len(passes)
-    return {"is_correct": ok, "trials": [{"valid": p is not None, "first_error_step": -1 if p is None else p,
+    return {"is_correct": ok, "trials": [{"outcome": "invalid" if p is None else "accept" if p == -1 else "reject",
                                           "score": s} for p, s in zip(passes, scores, strict=True)]}
 
 
