@@ -19,7 +19,7 @@ Completion length and truncation are TRL's own (`completions/mean_length`,
 `completions/clipped_ratio`), as is `frac_reward_zero_std` on the weighted total reward.
 
 Example:
-    >>> from proofcheck.reward.levels import GradeResult, Level
+    >>> from proofcheck.reward.levels import Level
     >>> ok = GradeResult(level=Level.EXACT_MATCH, score=1.0, valid=True)
     >>> d = batch_diagnostics([Outcome("p", False, True, ok, 1.0)] * 2)
     >>> d["accept_rate_valid"], d["zero_spread_groups"]
@@ -33,10 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proofcheck.reward.levels import GradeResult, Level
+from proofcheck.reward.levels import LEVEL_NAMES, GradeResult
 
 PREFIX = "checking/"
-LEVEL_KEYS: tuple[str, ...] = (*(lvl.name for lvl in sorted(Level, reverse=True)), "invalid")
+LEVEL_KEYS: tuple[str, ...] = (*LEVEL_NAMES, "invalid")
 
 
 @dataclass(frozen=True)
