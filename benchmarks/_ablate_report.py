@@ -14,20 +14,23 @@ Statistics (fixed, stated in the JSON as `stats_rule`):
 - the smallest detectable difference between an arm and the reference arm is
   `MDD_FACTOR` x SE of the difference = 2.8 x sqrt(se_a^2 + se_ref^2): 80 % power for a two-sided
   test at 5 % (1.96 + 0.84).
-(`_bal_f1_se`-style bootstraps live in train/callbacks.py; each run's `<metric>_se` comes from there.)
+(Each run's `<metric>_se` is the core's, `proofcheck.metrics.eval_metrics`; the metric names and labels
+are the core's too.)
 """
 
 from __future__ import annotations
 
 import math
-from statistics import fmean, stdev
+from statistics import fmean
 from typing import Any
 
+from proofcheck.metrics import SHORT_NAMES, standard_error
+
+# the core's held-out metrics (`EVAL_METRICS`) the ablations compare, in the report's column order: not the
+# reward (the arms' reward scales differ), not discrimination (TPR + TNR - 1 of the columns shown)
 METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate", "kpass_bal_f1",
            "kpass_tpr", "kpass_tnr")
-SHORT = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR",
-         "first_error_step_accuracy": "first-error acc.", "valid_rate": "valid",
-         "kpass_bal_f1": "k-pass Bal-F1", "kpass_tpr": "k-pass TPR", "kpass_tnr": "k-pass TNR"}
+SHORT = {**SHORT_NAMES, "first_error_step_accuracy": "first-error acc."}  # the report has room for the long label
 MDD_FACTOR = 2.8
 STATS_RULE = ("mean over seeds of the held-out value after training; se = max(between-seed SE, pooled "
               "evaluation SE); mdd = 2.8 x sqrt(se_arm^2 + se_reference^2) (80% power, two-sided 5%)")
@@ -42,7 +45,7 @@ def arm_stats(runs: list[dict[str, Any]], key: str = "after") -> dict[str, dict[
         vals = [r[key][m] for r in runs if r.get(key) and r[key].get(m) is not None]
         ses = [r[key].get(f"{m}_se") for r in runs if r.get(key) and r[key].get(f"{m}_se") is not None]
         n = len(vals)
-        se_seeds = stdev(vals) / math.sqrt(n) if n >= 2 else None
+        se_seeds = standard_error(vals)
         se_eval = math.sqrt(fmean([s * s for s in ses])) / math.sqrt(len(ses)) if ses else None
         known = [s for s in (se_seeds, se_eval) if s is not None]
         out[m] = {"mean": fmean(vals) if vals else None, "se": max(known) if known else None,

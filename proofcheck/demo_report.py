@@ -13,6 +13,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from proofcheck.metrics import EVAL_METRICS, SHORT_NAMES
+
 console = Console()
 
 
@@ -36,12 +38,7 @@ def reward_plot(summary: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-LEARNING_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "discrimination", "valid_rate", "reward_mean",
-                 "first_error_step_accuracy", "kpass_bal_f1", "kpass_tpr", "kpass_tnr")
-_SHORT = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR", "valid_rate": "valid",
-          "reward_mean": "reward", "first_error_step_accuracy": "1st-err", "discrimination": "TPR+TNR-1",
-          "kpass_bal_f1": "k-pass Bal-F1",
-          "kpass_tpr": "k-pass TPR", "kpass_tnr": "k-pass TNR"}
+LEARNING_KEYS = EVAL_METRICS  # the before/after table's rows and summary.json's before_grpo / after_grpo keys
 
 
 def learning_table(evals: dict[str, dict[str, Any]], n_tasks: int, dtype: str,
@@ -63,7 +60,7 @@ def learning_table(evals: dict[str, dict[str, Any]], n_tasks: int, dtype: str,
 
     for k in LEARNING_KEYS:
         delta = "-" if b.get(k) is None or a.get(k) is None else f"{a[k] - b[k]:+.3f}"
-        t.add_row(_SHORT[k], cell(b, k), cell(a, k), delta)
+        t.add_row(SHORT_NAMES[k], cell(b, k), cell(a, k), delta)
     console.print(t)
     console.print(learning_verdict(b, a, target))
 
@@ -182,7 +179,7 @@ def curve_plot(summary: dict[str, Any], path: Path) -> Path | None:
         if all(y is None for y in ys):
             continue
         ys = [float("nan") if y is None else y for y in ys]
-        ax.errorbar(steps, ys, yerr=ses, marker="o", ms=3, capsize=2, color=color, label=_SHORT[k])
+        ax.errorbar(steps, ys, yerr=ses, marker="o", ms=3, capsize=2, color=color, label=SHORT_NAMES[k])
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("GRPO step")
     ax.set_title(f"Held-out, first {curve[0]['n_proofs']} proofs x {curve[0]['n_passes'] // max(1, curve[0]['n_proofs'])} passes")
@@ -207,7 +204,7 @@ def curve_table(summary: dict[str, Any]) -> str | None:
     t = Table(title=f"Learning curve (held-out, the same {curve[0]['n_proofs']} proofs every time: mean, SE)")
     t.add_column("step", justify="right")
     for k in (*CURVE_KEYS, "reward_mean"):
-        t.add_column(_SHORT[k], justify="right")
+        t.add_column(SHORT_NAMES[k], justify="right")
     for c in curve:
         t.add_row(str(c["step"]), *(("-" if c.get(k) is None else f"{c[k]:.2f}" +
                                      (f" {c[k + '_se']:.2f}" if c.get(k + "_se") is not None else ""))

@@ -8,6 +8,9 @@ VerifierBench (per proof over R repeats, as the AdvancedMathBench release comput
   Balanced F1 = 2*TPR*TNR/(TPR+TNR), 0 when both are 0, None when a class is absent.
 ProverBench (pessimistic): a proof is correct iff all k passes are valid accepts;
   problem score = mean over its samples; overall = mean over problems.
+Held-out evaluation (training, the demo, the ablations): `eval_metrics` over graded k-pass results,
+each metric with its standard error over proofs (`<name>_se`); the metric names and their short
+labels are `EVAL_METRICS` and `SHORT_NAMES`, used by training, the demo's report and the ablations'.
 
 Example:
     >>> balanced_f1(1.0, 0.5)
@@ -18,9 +21,23 @@ Example:
 
 from __future__ import annotations
 
+import math
+import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import fmean
+from typing import Any
+
+# The held-out evaluation's metrics, in the order the reports show them. `valid_rate` there is
+# VerifierBench's `verifier_valid_rate` (same rule, `proof_valid_rate`): training's logs, its
+# run_summary.json and the demo's summary.json have always used the short key, so the rename is
+# written once, here (`EVAL_RENAMES`), instead of at each caller; the files keep their shape.
+EVAL_RENAMES = {"verifier_valid_rate": "valid_rate"}
+EVAL_METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "discrimination", "valid_rate", "reward_mean",
+                "first_error_step_accuracy", "kpass_bal_f1", "kpass_tpr", "kpass_tnr")
+SHORT_NAMES = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR", "valid_rate": "valid",
+               "reward_mean": "reward", "first_error_step_accuracy": "1st-err", "discrimination": "TPR+TNR-1",
+               "kpass_bal_f1": "k-pass Bal-F1", "kpass_tpr": "k-pass TPR", "kpass_tnr": "k-pass TNR"}
 
 
 def balanced_f1(tpr: float | None, tnr: float | None) -> float | None:
@@ -68,7 +85,7 @@ def proof_rough(p: ProofTrials, repeats: int | None = None) -> float:
 
     A repeat hits when it is valid and accepts a correct proof or rejects an incorrect one (at
     any step). The per-proof unit of `rough_accuracy`, TPR and TNR, and of their standard errors
-    in training evaluation (`proofcheck.train.callbacks.eval_metrics`), so both use one rule.
+    in training evaluation (`eval_metrics`), so both use one rule.
     """
     return _share([t.valid and ((t.first_error_step == -1) == p.is_correct) for t in p.trials], repeats)
 
@@ -221,3 +238,97 @@ def prover_metrics(problems: dict[str, tuple[str, str]], submissions: list[Submi
         for subj in sorted({v[1] for v in problems.values()})
     }
     return {**splits["all"], "splits": splits, "subjects": subjects}
+
+
+def eval_keys(m: dict[str, Any]) -> dict[str, Any]:
+    """`verifier_metrics`' keys under the held-out evaluation's names (`EVAL_RENAMES`).
+
+    >>> eval_keys({"verifier_valid_rate": 0.5, "rough_tpr": 1.0})
+    {'valid_rate': 0.5, 'rough_tpr': 1.0}
+    """
+    return {EVAL_RENAMES.get(k, k): v for k, v in m.items()}
+
+
+def _sd(values: list[float]) -> float:
+    """Sample standard deviation (n - 1); needs two values or more."""
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def standard_error(values: list[float]) -> float | None:
+    """Standard error of the mean of `values` (sample SD / sqrt n); None for fewer than two.
+
+    >>> standard_error([0.0, 1.0, 0.0, 1.0])
+    0.28867513459481287
+    >>> standard_error([1.0]) is None
+    True
+    """
+    return _sd(values) / math.sqrt(len(values)) if len(values) >= 2 else None
+
+
+def bal_f1_se(pos: list[float], neg: list[float], seed: int = 0, resamples: int = 1000) -> float | None:
+    """Bootstrap standard error of Balanced F1, resampling proofs within each class (seeded:
+    reproducible); `pos` / `neg` are per-proof shares of the correct / incorrect proofs. None when a
+    class has fewer than two proofs."""
+    if len(pos) < 2 or len(neg) < 2:
+        return None
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(resamples):
+        tpr = sum(rng.choices(pos, k=len(pos))) / len(pos)
+        tnr = sum(rng.choices(neg, k=len(neg))) / len(neg)
+        draws.append(balanced_f1(tpr, tnr) or 0.0)
+    return _sd(draws)
+
+
+def eval_metrics(results: list[dict]) -> dict[str, Any]:
+    """Reward mean and VerifierBench metrics (rough Balanced F1, first-error-step accuracy...) of a
+    held-out k-pass evaluation, each with its standard error over proofs (`<name>_se`).
+
+    `results`: one dict per proof (`proof_id`, `is_correct`, `first_error_step`, `domain`, `trials`
+    with `valid`, `first_error_step` and the reward `score`), as `proofcheck.train.callbacks.grade_row`
+    writes them. The per-proof shares behind the standard errors are this module's per-proof rules
+    (`proof_rough`, `proof_valid_rate`, ...) over the same proofs as the metrics: a proof without
+    passes counts 0 in both (`verifier_metrics`' rule), so each error qualifies its own metric.
+    """
+    proofs = [ProofTrials(r["proof_id"], r["is_correct"], r["first_error_step"], r["domain"],
+                          [Trial(t["valid"], t["first_error_step"]) for t in r["trials"]]) for r in results]
+    m = eval_keys(verifier_metrics(proofs))
+    scores = [t["score"] for r in results for t in r["trials"] if t["score"] is not None]
+    pos = [proof_rough(p) for p in proofs if p.is_correct]
+    neg = [proof_rough(p) for p in proofs if not p.is_correct]
+    proof_rewards = [sum(t["score"] for t in r["trials"] if t["score"] is not None) / len(r["trials"])
+                     for r in results if r["trials"]]
+    tpr_se, tnr_se = standard_error(pos), standard_error(neg)
+    return {
+        "reward_mean": sum(scores) / len(scores) if scores else None,
+        **{k: m[k] for k in ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate")},
+        "reward_mean_se": standard_error(proof_rewards),
+        "rough_bal_f1_se": bal_f1_se(pos, neg),
+        "rough_tpr_se": tpr_se,
+        "rough_tnr_se": tnr_se,
+        "first_error_step_accuracy_se": standard_error([proof_first_error_step_accuracy(p) for p in proofs]),
+        "valid_rate_se": standard_error([proof_valid_rate(p) for p in proofs]),
+        # TPR + TNR - 1 (Youden's J): 0 for a verifier that only moves its accept bias, whatever Balanced F1 does
+        "discrimination": m["rough_tpr"] + m["rough_tnr"] - 1 if None not in (m["rough_tpr"], m["rough_tnr"]) else None,
+        "discrimination_se": math.hypot(tpr_se, tnr_se) if tpr_se is not None and tnr_se is not None else None,
+        "n_proofs": len(results),
+        "n_passes": sum(len(r["trials"]) for r in results),
+        **kpass_with_se(proofs),
+        "kpass_curve": kpass_curve(proofs),
+    }
+
+
+def kpass_with_se(proofs: list[ProofTrials]) -> dict[str, float | None]:
+    """The service's decision (accept only if all k passes accept) with all the evaluation's passes:
+    Balanced F1, TPR, TNR and their standard errors over proofs."""
+    pos = [proof_kpass_right(p) for p in proofs if p.is_correct]
+    neg = [proof_kpass_right(p) for p in proofs if not p.is_correct]
+    return {**kpass_metrics(proofs), "kpass_bal_f1_se": bal_f1_se(pos, neg), "kpass_tpr_se": standard_error(pos),
+            "kpass_tnr_se": standard_error(neg)}
+
+
+def kpass_curve(proofs: list[ProofTrials]) -> list[dict[str, Any]]:
+    """The decision's Balanced F1 / TPR / TNR at every k from 1 to the passes each proof has (the first k)."""
+    most = min((len(p.trials) for p in proofs), default=0)
+    return [{"k": k, **kpass_metrics(proofs, k)} for k in range(1, most + 1)]

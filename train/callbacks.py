@@ -13,7 +13,8 @@ collective calls (`proofcheck.train.distributed` has the rules: padding, `synced
 mode, tensor-parallel groups); the results are gathered in row order so all ranks log the same
 numbers. Every evaluation uses the same sampling seeds, so "before" (at step 0, with `at_start`)
 and "after" see the same tasks with the same seeds; HF sampling uses a forked RNG, so evaluating
-never changes the training run. Metrics come with standard errors over proofs.
+never changes the training run. Metrics come with standard errors over proofs
+(`proofcheck.metrics.eval_metrics`: the core computes them, so bench and the reports can too).
 
 `RunHistoryCallback` keeps (step, reward) and the eval results for `run_summary.json` (restored
 from the checkpoint on resume: `proofcheck.train.checkpoints`); `StepTimer` splits each GRPO
@@ -29,6 +30,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from proofcheck.metrics import eval_metrics
 from proofcheck.parsing import finish_reason_from_ids
 
 EVAL_PREFIX = "eval_verify/"
@@ -156,100 +158,6 @@ def verify_rows(model: Any, tokenizer: Any, rows: list[dict], *, passes: int, ma
     outs = generate_hf(model, tokenizer, rows, passes=passes, max_new_tokens=max_new_tokens, temperature=temperature,
                        batch_size=batch_size, seed=seed, chat_template_kwargs=chat_template_kwargs)
     return [grade_row(row, p) for row, p in zip(rows, outs, strict=True)]
-
-
-def _std(values: list[float]) -> float:
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
-def _se(values: list[float]) -> float | None:
-    """Standard error of the mean of `values` (None for fewer than two)."""
-    return _std(values) / math.sqrt(len(values)) if len(values) >= 2 else None
-
-
-def _bal_f1_se(pos: list[float], neg: list[float], seed: int = 0, resamples: int = 1000) -> float | None:
-    """Bootstrap standard error of Balanced F1 (resampling proofs within each class)."""
-    import random
-
-    from proofcheck.metrics import balanced_f1
-
-    if len(pos) < 2 or len(neg) < 2:
-        return None
-    rng = random.Random(seed)
-    draws = []
-    for _ in range(resamples):
-        tpr = sum(rng.choices(pos, k=len(pos))) / len(pos)
-        tnr = sum(rng.choices(neg, k=len(neg))) / len(neg)
-        draws.append(balanced_f1(tpr, tnr) or 0.0)
-    return _std(draws)
-
-
-def eval_metrics(results: list[dict]) -> dict[str, float | None]:
-    """Reward mean and VerifierBench metrics (rough Balanced F1, first-error-step accuracy...), each
-    with its standard error over proofs (`<name>_se`).
-
-    The per-proof shares behind the standard errors are `proofcheck.metrics`' own per-proof rules
-    (`proof_rough`, `proof_valid_rate`, ...) over the same proofs as the metrics: a proof without
-    passes counts 0 in both (`verifier_metrics`' rule), so each error qualifies its own metric.
-    """
-    from proofcheck.metrics import (
-        ProofTrials,
-        Trial,
-        proof_first_error_step_accuracy,
-        proof_rough,
-        proof_valid_rate,
-        verifier_metrics,
-    )
-
-    proofs = [ProofTrials(r["proof_id"], r["is_correct"], r["first_error_step"], r["domain"],
-                          [Trial(t["valid"], t["first_error_step"]) for t in r["trials"]]) for r in results]
-    m = verifier_metrics(proofs)
-    scores = [t["score"] for r in results for t in r["trials"] if t["score"] is not None]
-    pos = [proof_rough(p) for p in proofs if p.is_correct]
-    neg = [proof_rough(p) for p in proofs if not p.is_correct]
-    proof_rewards = [sum(t["score"] for t in r["trials"] if t["score"] is not None) / len(r["trials"])
-                     for r in results if r["trials"]]
-    return {
-        "reward_mean": sum(scores) / len(scores) if scores else None,
-        "rough_bal_f1": m["rough_bal_f1"],
-        "rough_tpr": m["rough_tpr"],
-        "rough_tnr": m["rough_tnr"],
-        "first_error_step_accuracy": m["first_error_step_accuracy"],
-        "valid_rate": m["verifier_valid_rate"],
-        "reward_mean_se": _se(proof_rewards),
-        "rough_bal_f1_se": _bal_f1_se(pos, neg),
-        "rough_tpr_se": _se(pos),
-        "rough_tnr_se": _se(neg),
-        "first_error_step_accuracy_se": _se([proof_first_error_step_accuracy(p) for p in proofs]),
-        "valid_rate_se": _se([proof_valid_rate(p) for p in proofs]),
-        # TPR + TNR - 1 (Youden's J): 0 for a verifier that only moves its accept bias, whatever Balanced F1 does
-        "discrimination": m["rough_tpr"] + m["rough_tnr"] - 1 if None not in (m["rough_tpr"], m["rough_tnr"]) else None,
-        "discrimination_se": (math.hypot(_se(pos), _se(neg)) if len(pos) >= 2 and len(neg) >= 2 else None),
-        "n_proofs": len(results),
-        "n_passes": sum(len(r["trials"]) for r in results),
-        **kpass_with_se(proofs),
-        "kpass_curve": kpass_curve(proofs),
-    }
-
-
-def kpass_with_se(proofs: list[Any]) -> dict[str, float | None]:
-    """The service's decision (accept only if all k passes accept) with all the evaluation's passes:
-    Balanced F1, TPR, TNR and their standard errors over proofs."""
-    from proofcheck.metrics import kpass_metrics, proof_kpass_right
-
-    pos = [proof_kpass_right(p) for p in proofs if p.is_correct]
-    neg = [proof_kpass_right(p) for p in proofs if not p.is_correct]
-    return {**kpass_metrics(proofs), "kpass_bal_f1_se": _bal_f1_se(pos, neg), "kpass_tpr_se": _se(pos),
-            "kpass_tnr_se": _se(neg)}
-
-
-def kpass_curve(proofs: list[Any]) -> list[dict[str, Any]]:
-    """The decision's Balanced F1 / TPR / TNR at every k from 1 to the passes each proof has (the first k)."""
-    from proofcheck.metrics import kpass_metrics
-
-    most = min((len(p.trials) for p in proofs), default=0)
-    return [{"k": k, **kpass_metrics(proofs, k)} for k in range(1, most + 1)]
 
 
 def template_kwargs(trainer: Any) -> dict[str, Any]:

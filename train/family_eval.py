@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from proofcheck.data.families import family_of, row_remark
-from proofcheck.metrics import ProofTrials, Trial, verifier_metrics
+from proofcheck.metrics import ProofTrials, Trial, eval_keys, verifier_metrics
 
 KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "first_error_step_accuracy", "n_proofs",
         "n_correct", "n_incorrect")
@@ -59,8 +59,7 @@ def _grouped(results: list[dict[str, Any]], rows: list[dict[str, Any]] | None,
             [Trial(bool(t["valid"]), t.get("first_error_step")) for t in res["trials"]]))
     out = {}
     for name in sorted(groups):
-        m = verifier_metrics(groups[name])
-        m["valid_rate"] = m["verifier_valid_rate"]
+        m = eval_keys(verifier_metrics(groups[name]))
         out[name] = {k: m[k] for k in KEYS}
     return out
 

@@ -86,3 +86,9 @@ def test_the_default_incentive_rule(arms: dict, chosen: str | None) -> None:
     got = choose_incentive(report)
     assert got["arm"] == chosen
     assert {c["arm"] for c in got["candidates"]} == set(arms)
+
+
+def test_the_report_compares_the_cores_metrics_under_the_cores_names() -> None:
+    from proofcheck.metrics import EVAL_METRICS
+
+    assert set(METRICS) <= set(EVAL_METRICS)

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from proofcheck.demo import DemoConfig, before_after, learning_verdict
-from proofcheck.train.callbacks import StepTimer, eval_metrics
+from proofcheck.metrics import eval_metrics
+from proofcheck.train.callbacks import StepTimer
 
 
 def _proof(pid: str, correct: bool, fes: int, trials: list[tuple[bool, int | None]]) -> dict:
