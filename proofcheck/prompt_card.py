@@ -42,10 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
+
 CARD_FILE = "proofcheck_prompt.json"
 
 
-DEFAULT_STYLE = "full"  # what a card without `prompt_style` (written before styles existed) means
+DEFAULT_STYLE = DEFAULT_PROMPT_STYLE  # what a card without `prompt_style` (written before styles existed) means
 DEFAULT_MAX_TOKENS = 1024  # per pass, where neither a flag nor the card sets it (serve/verifier.py's default)
 DEFAULT_MODEL_LEN = 4096  # the engine's context where the card asks for no more
 PROMPT_ROOM = 4096  # context kept for the prompt above the completion length (a long proof's prompt fits)
@@ -96,8 +98,6 @@ def card_style(card: dict[str, Any] | None) -> str:
 
     A style this version cannot render is a ValueError (never guessed), with the way out.
     """
-    from proofcheck.protocol import PROMPT_STYLES
-
     style = card.get("prompt_style", DEFAULT_STYLE) if card else DEFAULT_STYLE
     if style not in PROMPT_STYLES:
         raise ValueError(f"{CARD_FILE}: prompt_style {style!r} is not one of {', '.join(PROMPT_STYLES)} "

@@ -90,10 +90,17 @@ COMPACT_INSTRUCTIONS = ("Steps from 0. Reply <assessment>check</assessment><erro
                         "<first_error_step>k or -1</first_error_step>")
 
 PROMPT_STYLES = ("full", "compact")
+# The one default, wherever a style is not chosen: training (`prompt_style` in a recipe), the SFT
+# warm-up, serving and every client, and a model card written before styles existed. `full` because
+# it is the prompt every shipped model card, the GPU recipes and the AdvancedMathBench-style
+# instructions assume; `compact` is a choice a recipe makes for speed (configs/grpo/smollm2-cpu.yaml
+# and the demo, which runs it: half the prompt tokens on a CPU), recorded in the model's card so
+# serving follows it.
+DEFAULT_PROMPT_STYLE = "full"
 _STYLE_TEXT = {"full": (VERIFIER_SYSTEM, VERIFIER_INSTRUCTIONS), "compact": (COMPACT_SYSTEM, COMPACT_INSTRUCTIONS)}
 
 
-def style_texts(style: str = "full") -> tuple[str, str]:
+def style_texts(style: str = DEFAULT_PROMPT_STYLE) -> tuple[str, str]:
     """(system turn, instructions) of a prompt style; a ValueError naming the choices otherwise.
 
     >>> style_texts("compact")[0]
@@ -133,7 +140,7 @@ def answer_regex(n_steps: int, verdicts: str | None = None, max_chars: int = 200
 
 
 def verifier_user_prompt(problem: str, steps: list[str], reference_solution: str | None = None,
-                         style: str = "full") -> str:
+                         style: str = DEFAULT_PROMPT_STYLE) -> str:
     """The user turn of the verifier prompt: the style's instructions, problem, optional reference, stepped proof.
 
     Both styles render the untrusted parts the same way (neutralised, `<stepN>` tags).
@@ -156,7 +163,7 @@ def verifier_user_prompt(problem: str, steps: list[str], reference_solution: str
 
 
 def verifier_messages(
-    problem: str, steps: list[str], reference_solution: str | None = None, style: str = "full"
+    problem: str, steps: list[str], reference_solution: str | None = None, style: str = DEFAULT_PROMPT_STYLE
 ) -> list[dict[str, str]]:
     """Chat messages for one verification: a system turn and a user turn, in a `PROMPT_STYLES` style.
 
@@ -214,7 +221,7 @@ def template_messages(template: str, problem: str, steps: list[str],
     return [{"role": "user", "content": _TEMPLATE_SLOT.sub(fill, template)}]
 
 
-def prompt_sha256(template: str | None = None, style: str = "full") -> str:
+def prompt_sha256(template: str | None = None, style: str = DEFAULT_PROMPT_STYLE) -> str:
     """The hash a run manifest keeps of its verifier prompt: a prompt file's text, else our built-in
     prompt in `style` (the full style's hash is what it always was)."""
     import hashlib

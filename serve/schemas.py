@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from proofcheck.protocol import DEFAULT_PROMPT_STYLE
 from proofcheck.verification import VerificationResult
 
 MAX_PASSES = 64
@@ -118,7 +119,7 @@ class Health(BaseModel):
     trained_with_reference: bool | None = None
     # the verifier prompt style this service renders (proofcheck.protocol.PROMPT_STYLES): by default the
     # one in the model's proofcheck_prompt.json, else full; `proofcheck serve --prompt-style` overrides it
-    prompt_style: str = "full"
+    prompt_style: str = DEFAULT_PROMPT_STYLE
     # the chat template options every prompt is rendered with: by default those in the model's
     # proofcheck_prompt.json (what it was trained with); `proofcheck serve --chat-template-kwargs` overrides them
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)

@@ -14,7 +14,7 @@ import asyncio
 import time
 from typing import Any
 
-from proofcheck.protocol import ProofFormatError, split_steps
+from proofcheck.protocol import DEFAULT_PROMPT_STYLE, ProofFormatError, split_steps
 from proofcheck.serve.schemas import BatchRequest, BatchResponse, Health, VerifyRequest, VerifyResponse
 from proofcheck.serve.verifier import SERVICE_NAME, Verifier
 
@@ -86,7 +86,7 @@ class VerificationService:
                       model=self.default_model, models=self.model_names, passes=self.verifier.passes,
                       rule=self.verifier.rule, max_tokens=self.max_tokens, in_flight=self.in_flight,
                       max_queue=self.max_queue, trained_with_reference=self.trained_with_reference,
-                      prompt_style=getattr(self.verifier, "prompt_style", "full"),
+                      prompt_style=getattr(self.verifier, "prompt_style", DEFAULT_PROMPT_STYLE),
                       chat_template_kwargs=getattr(getattr(self.verifier, "engine", None), "chat_template_kwargs",
                                                    None) or {})
 

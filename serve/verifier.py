@@ -24,7 +24,13 @@ import time
 from typing import Any
 
 from proofcheck.decision import RULES, is_decided
-from proofcheck.protocol import answer_regex, style_texts, template_messages, verifier_messages
+from proofcheck.protocol import (
+    DEFAULT_PROMPT_STYLE,
+    answer_regex,
+    style_texts,
+    template_messages,
+    verifier_messages,
+)
 from proofcheck.serve.engines import (
     Generation,
     PassEngine,
@@ -80,7 +86,7 @@ class Verifier:
 
     def __init__(self, engine: PassEngine, *, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
                  temperature: float = 1.0, max_tokens: int = DEFAULT_MAX_TOKENS, model: str | None = None,
-                 prompt_template: str | None = None, constrain: str | None = None, prompt_style: str = "full"):
+                 prompt_template: str | None = None, constrain: str | None = None, prompt_style: str = DEFAULT_PROMPT_STYLE):
         check_request(["x"], passes, rule)
         style_texts(prompt_style)  # an unknown style: ValueError naming the choices
         self.prompt_style = prompt_style  # proofcheck.protocol.PROMPT_STYLES: the one the model was trained with
@@ -219,7 +225,7 @@ def check_service_settings(endpoint: str, health: dict[str, Any], prompt_style: 
     """Refuse, before any request, what a proofcheck service would refuse on every proof: another
     prompt style than the one it renders, or more tokens per pass than its `--max-tokens`."""
     if prompt_style is not None:
-        served = health.get("prompt_style") or "full"
+        served = health.get("prompt_style") or DEFAULT_PROMPT_STYLE
         if served != prompt_style:
             raise ValueError(f"--prompt-style {prompt_style}: {endpoint} is a proofcheck service that renders "
                              f"the {served} style; start it with --prompt-style {prompt_style}, or drop the flag")
@@ -264,7 +270,7 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
 
         return Verifier(InProcessEngine(model, lora=lora, chat_template_kwargs=chat_template_kwargs, **engine_args),
                         passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
-                        prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or "full")
+                        prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or DEFAULT_PROMPT_STYLE)
     health = service_health(endpoint, api_key=api_key) if kind in ("auto", "service") else None
     if kind == "auto":  # the one GET /health tells the kind and, for our service, its settings
         kind = "service" if health is not None else "vllm"
@@ -286,4 +292,4 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry,
                           chat_template_kwargs=chat_template_kwargs)
     return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
-                    prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or "full")
+                    prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or DEFAULT_PROMPT_STYLE)

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from proofcheck.protocol import PROMPT_STYLES
+
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Shows each option's default once, and keeps the description's line breaks.
@@ -65,7 +67,7 @@ PROMPT_STYLE_HELP = ("the verifier prompt style, full or compact (default: the s
 
 def add_prompt_style(p: argparse.ArgumentParser) -> None:
     """`--prompt-style {full,compact}`: override the style the model was trained with (rarely right)."""
-    p.add_argument("--prompt-style", choices=("full", "compact"), default=None, metavar="STYLE",
+    p.add_argument("--prompt-style", choices=PROMPT_STYLES, default=None, metavar="STYLE",
                    help=PROMPT_STYLE_HELP)
 
 

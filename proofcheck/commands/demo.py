@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.commands._common import add_command, fail
+from proofcheck.protocol import PROMPT_STYLES
 
 # flag -> DemoConfig field; unset flags keep the default of the chosen mode (real or --quick)
 SIZES = {"--sft-steps": "sft_steps", "--grpo-steps": "grpo_steps", "--sft-tasks": "sft_tasks",
@@ -42,9 +43,10 @@ def register(sub: Any) -> None:
                    "are the most)")
     p.add_argument("--families", default="all", help="proof families of the curriculum: `all` (default) or a comma "
                    "list (chain, prose, linear, expand, parity, inequality; `proofcheck data synth --help`)")
-    p.add_argument("--prompt-style", choices=["compact", "full"], default="compact", help="verifier prompt for "
-                   "SFT, GRPO, evaluation and serving (recorded in the model folder; serve/verify/score use it by "
-                   "default): compact has about half the tokens of full")
+    p.add_argument("--prompt-style", choices=PROMPT_STYLES, help="verifier prompt for SFT, GRPO, evaluation and "
+                   "serving (recorded in the model folder; serve/verify/score use it by default). Default: the "
+                   "demo's, compact, the CPU recipe's choice (configs/grpo/smollm2-cpu.yaml): about half the tokens "
+                   "of full, the default everywhere else")
     p.add_argument("--exclude-family", help="leave these families (comma list) out of SFT and GRPO only: the "
                    "held-out set keeps them, so the per-family table measures transfer to an unseen family")
     for flag, name in SIZES.items():
@@ -68,7 +70,7 @@ def _demo(args: argparse.Namespace) -> int:
         return fail(f"--budget-min={budget_min}: give a positive number of minutes, e.g. 20")
     cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=budget_min * 60,
                families=None if args.families == "chain" else args.families, exclude_family=args.exclude_family,
-               prompt_style=args.prompt_style, **sizes)
+               **({"prompt_style": args.prompt_style} if args.prompt_style else {}), **sizes)
     try:
         run_demo(cfg)
     except StageFailed as e:

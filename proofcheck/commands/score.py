@@ -28,6 +28,7 @@ from proofcheck.commands._common import (
     prompt_style,
     read_judge_template,
 )
+from proofcheck.protocol import DEFAULT_PROMPT_STYLE
 
 
 def _add_verifier_args(p: argparse.ArgumentParser) -> None:
@@ -129,7 +130,7 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _template(args: argparse.Namespace, style: str = "full") -> tuple[str | None, str]:
+def _template(args: argparse.Namespace, style: str = DEFAULT_PROMPT_STYLE) -> tuple[str | None, str]:
     """The prompt file's text (or None) and the prompt hash for the manifest (our prompt: in `style`)."""
     from proofcheck.protocol import check_template, prompt_sha256
 
@@ -184,7 +185,7 @@ def _served_prompt_card(endpoint: str) -> dict | None:
     health = service_health(endpoint)
     if health is None:
         return None
-    card: dict[str, Any] = {"prompt_style": health.get("prompt_style") or "full"}
+    card: dict[str, Any] = {"prompt_style": health.get("prompt_style") or DEFAULT_PROMPT_STYLE}
     if isinstance(flag := health.get("trained_with_reference"), bool):
         card["with_reference"] = flag
     return card
@@ -201,7 +202,7 @@ def _style(args: argparse.Namespace, card: dict | None) -> str:
     """Our prompt's style for this run: a service's own; else --prompt-style, the model's card, full
     (warning when an explicit flag differs from the card)."""
     if args.endpoint:
-        return card["prompt_style"] if card else args.prompt_style or "full"
+        return card["prompt_style"] if card else args.prompt_style or DEFAULT_PROMPT_STYLE
     return prompt_style(args.prompt_style, card, args.model)
 
 
