@@ -108,8 +108,9 @@ def length_batches(lengths: list[int], batch_size: int, rng: random.Random, wind
     return batches
 
 
-def _batch_loss(model: Any, batch: list[tuple[list[int], int]], pad_id: int) -> Any:
-    """Mean next-token loss over the answer tokens of `batch` (right-padded)."""
+def _batch_loss(model: Any, batch: list[tuple[list[int], int]], pad_id: int, focal_gamma: float = 0.0) -> Any:
+    """Next-token loss over the answer tokens of `batch` (right-padded): their mean, or with
+    `focal_gamma` > 0 their average weighted by (1 - p)^gamma (`hard_token_weights`)."""
     import torch
 
     width = max(len(ids) for ids, _ in batch)
@@ -124,7 +125,27 @@ def _batch_loss(model: Any, batch: list[tuple[list[int], int]], pad_id: int) -> 
     cols = [t for seq, p in batch for t in range(p - 1, len(seq) - 1)]
     targets = torch.tensor([seq[t + 1] for seq, p in batch for t in range(p - 1, len(seq) - 1)])
     logits = model.get_output_embeddings()(hidden[rows, cols]).float()
-    return torch.nn.functional.cross_entropy(logits, targets)
+    losses = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+    if focal_gamma <= 0:
+        return losses.mean()
+    weights = hard_token_weights(losses.detach(), focal_gamma)
+    return (weights * losses).sum() / weights.sum()
+
+
+def hard_token_weights(losses: Any, gamma: float, floor: float = 0.05) -> Any:
+    """Per-token weights (1 - p)^gamma, p = exp(-loss) the model's probability of the gold token,
+    at least `floor`: a focal loss (Lin et al., 2017) over the answer.
+
+    Most answer tokens are copies or format the model predicts at once; the few that decide (the
+    computed value, `ok` vs `not` at a step) are rare, and a plain mean lets the common `ok` win
+    them. Weighting by how wrong the model still is puts the gradient where the answer is decided,
+    whatever the answer's wording. The floor keeps easy tokens learned.
+
+    >>> import torch
+    >>> [round(w, 3) for w in hard_token_weights(torch.tensor([0.0, 0.693, 5.0]), 2.0).tolist()]
+    [0.05, 0.25, 0.987]
+    """
+    return (1 - losses.neg().exp()).pow(gamma).clamp_min(floor)
 
 
 SAVE_RESERVE_S = 15.0   # merging and saving a 135M model after the last step (measured 5-10 s)
@@ -199,7 +220,7 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
            seed: int = 0, learning_rate: float = 1e-3, batch_size: int = 8, dtype: str | None = None,
            lora_r: int = 0, lora_layers: int | None = None, time_budget_s: float | None = None,
            started: float | None = None, prompt_style: str = "full", families: str | list[str] | None = None,
-           log: Any = print) -> Path:
+           focal_gamma: float = 0.0, log: Any = print) -> Path:
     """Fine-tune `model` for `steps` steps on synthetic gold verifications (`tasks`: a list of tasks,
     or how many balanced tasks to draw); save to `out` (merged when LoRA). Returns `out`.
 
@@ -212,6 +233,7 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     written into `out`'s proofcheck_prompt.json, so GRPO from this folder and serving use the same one.
     `families`: the proof families drawn when `tasks` is a number (`proofcheck.data.families` names or
     "all"; None: arithmetic chains).
+    `focal_gamma` > 0 weights each answer token's loss by (1 - p)^gamma (`hard_token_weights`).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -224,7 +246,8 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
 
     style_texts(prompt_style)  # an unknown style fails before the model loads
     settings = warmup_settings(model, tasks, families, steps=steps, seed=seed, learning_rate=learning_rate,
-                               batch_size=batch_size, lora_r=lora_r, lora_layers=lora_layers, prompt_style=prompt_style)
+                               batch_size=batch_size, lora_r=lora_r, lora_layers=lora_layers, prompt_style=prompt_style,
+                               **({"focal_gamma": focal_gamma} if focal_gamma else {}))
     if (done := finished_warmup(out, settings)) is not None:
         log(f"[proofcheck] sft: {out} holds a finished warm-up ({done.get('steps')} steps): nothing to train, "
             "the model is left as it is")
@@ -264,7 +287,7 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
             order = length_batches([len(ids) for ids, _ in examples], batch_size, rng)
         batch = [examples[i] for i in order.pop(0)]
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=choice.bf16):
-            loss = _batch_loss(net, batch, pad)
+            loss = _batch_loss(net, batch, pad, focal_gamma)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -316,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt-style", choices=["full", "compact"], default="full",
                     help="verifier prompt style to train on (proofcheck.protocol.PROMPT_STYLES); written into "
                     "--out's proofcheck_prompt.json, which GRPO's recipe and serving should match")
+    ap.add_argument("--focal-gamma", type=float, default=0.0, metavar="G", help="weight each answer token's loss "
+                    "by (1 - p)^G, p the model's probability of it (a focal loss): the rare tokens that decide a "
+                    "step (`ok` vs `not`) get the gradient the common ones would take. 0 = plain mean")
     ap.add_argument("--seed", type=int, default=0, help="seed")
     args = ap.parse_args(argv)
     if args.bf16:
@@ -334,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         warmup(args.model, args.out, tasks=tasks, steps=args.steps, seed=args.seed, learning_rate=args.lr,
                batch_size=args.batch_size, dtype="bfloat16" if args.bf16 else args.dtype, lora_r=args.lora_r,
                lora_layers=args.lora_layers, time_budget_s=args.time_budget, started=started,
-               prompt_style=args.prompt_style, families=families, log=lambda m: print(m, flush=True))
+               prompt_style=args.prompt_style, families=families, focal_gamma=args.focal_gamma,
+               log=lambda m: print(m, flush=True))
     except WarmupExists as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
