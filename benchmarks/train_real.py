@@ -24,8 +24,16 @@ prompt in its `full` style (the baseline) and in its `compact` style (`prompt_st
 shorter prompt, the same in training, evaluation and serving), and prints completions per minute of
 each and their ratio (`train.prompt_style_speedup` = compact completions/min / full completions/min).
 
+With `--step-cost` it says where a GRPO step's training time goes and what removing the waste buys, in one
+run on one model and host (`_train_cost.py`): SFT's step and GRPO's training pass (TRL's fused LM head and
+`completion_logits`) per real token (padded positions and loss tokens counted apart), their MFU, a
+torch.profiler table of GRPO's training pass before and after; then the LoRA recipe with vLLM colocate
+twice, `completion_logits: false` (TRL's path, the baseline) and `true`, side by side: step split,
+completions per minute, their ratio (`train.completion_logits_speedup`) and the training part's MFU.
+
     .venv/bin/python benchmarks/train_real.py [--quick] [--model DIR] [--steps N]
     .venv/bin/python benchmarks/train_real.py --compare-prompt-styles [--steps N]
+    .venv/bin/python benchmarks/train_real.py --step-cost [--steps N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -130,7 +138,10 @@ def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, 
     seen = [r["num_tokens"] for r in log_rows(proc.stdout) if isinstance(r.get("num_tokens"), float)]
     # transformers prints floats to 4 significant digits: per-step differences are good to ~0.1%
     per_step = [b - a for a, b in zip(seen, seen[1:], strict=False)] or seen[:1]
+    lengths = [r["completions/mean_length"] for r in log_rows(proc.stdout)[1:]
+               if isinstance(r.get("completions/mean_length"), float)]  # the timed steps (the first excluded)
     return {"split": summary["step_split_s"], "tokens_per_step": statistics.median(per_step) if per_step else None,
+            "completion_tokens_per_step": statistics.median(lengths) * batch if lengths else None,
             "eval": summary.get("eval"), "memory": summary.get("memory")}
 
 
@@ -164,6 +175,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--no-full", action="store_true", help="skip the two full fine-tuning runs")
     ap.add_argument("--compare-prompt-styles", action="store_true", help="instead: the LoRA recipe with vLLM, "
                     "prompt_style full (baseline) vs compact; completions per minute and their ratio")
+    ap.add_argument("--step-cost", action="store_true", help="instead: SFT vs GRPO per token, the GRPO profile "
+                    "before/after, and the LoRA recipe with vLLM with completion_logits false (baseline) vs true")
+    ap.add_argument("--json", help="with --step-cost: also write its figures to this JSON file")
     ap.add_argument("--timeout", type=float, default=None, help="seconds each GRPO run may take before it is killed "
                     "with its engine processes and the benchmark stops with a message (default: no limit)")
     ap.add_argument("--train-arg", action="append", default=[], metavar="FLAG=VALUE",
@@ -194,6 +208,9 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-train-real-"))
     if args.compare_prompt_styles:
         return compare_prompt_styles(model, work, recipe, steps, batch, args.generations, completion, extra, args.timeout)
+    if args.step_cost:
+        return step_cost(model, work, recipe, steps, batch, args.generations, args.completion_length or 192, extra,
+                         args.timeout, shape, machine, lora_layers, args.json)
     variants = [("lora", recipe, True)] + ([] if args.no_full else [("full", full_recipe(recipe, work / "full.yaml"), False)])
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for variant, vrecipe, is_peft in variants:
@@ -234,6 +251,48 @@ def compare_prompt_styles(model: Path, work: Path, recipe: Path, steps: int, bat
         tok = f"{r['tokens_per_step']:.0f}" if r["tokens_per_step"] else "n/a"
         print(f"| {style} | {tok} | {sp['generation']:.1f} | {sp['train']:.1f} | {sp['total']:.1f} "
               f"| {r['completions_per_min']:.1f} | {r['completions_per_min'] / rows['full']['completions_per_min']:.2f}x |")
+    return 0
+
+
+def step_cost(model: Path, work: Path, recipe: Path, steps: int, batch: int, generations: int, completion: int,
+              extra: list[str], timeout_s: float | None, shape: Any, machine: dict[str, Any], lora_layers: int | None,
+              json_out: str | None) -> int:
+    """`--step-cost`: the per-token table and profile (`_train_cost.measure`), then the recipe's GRPO step with
+    TRL's path and with `completion_logits`, side by side (completions per minute, MFU of the training part)."""
+    from _train_cost import measure, model_flops, print_cost
+
+    peak = machine["matmul_peak_flop_s"]
+    cost = measure(model, recipe, work)
+    rows = {}
+    for flag in ("false", "true"):
+        r = run_backend(model, work / f"completion-logits-{flag}", True, steps, batch, generations, completion, recipe,
+                        ["--save_merged", "false", "--save_adapter", "true", "--completion_logits", flag, *extra],
+                        timeout_s=timeout_s)
+        r["completions_per_min"] = round(60.0 * batch / r["split"]["total"], 2)
+        tok, loss_tok = r["tokens_per_step"], r["completion_tokens_per_step"]
+        r["mfu_train"] = (round(model_flops(shape, tok, loss_tok, tok / batch / 2, lora_layers, False)
+                                / r["split"]["train"] / peak, 4) if tok and loss_tok and r["split"]["train"] else None)
+        rows[flag] = r
+    speedup = round(rows["true"]["completions_per_min"] / rows["false"]["completions_per_min"], 3)
+    figures = {"train.step_cost": cost, "train.completion_logits_runs": rows,
+               "train.completion_logits_speedup": speedup,
+               "train.grpo_vs_sft_per_token": cost["vs_sft_per_real_token"]["completion_logits"],
+               "train.grpo_pass_mfu": round(cost["model_flops"]["completion_logits"]
+                                            / cost["seconds"]["completion_logits"] / peak, 4),
+               "train.peak_flop_s": peak, "train.compute_dtype": machine["compute_dtype"]}
+    emit(figures)
+    if json_out:
+        Path(json_out).write_text(json.dumps(figures, indent=2))
+    print_cost(cost, peak, machine)
+    print(f"\n### GRPO on {model.name}, {recipe.name}, vLLM colocate: TRL's log-probabilities vs completion_logits; "
+          f"median of {max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens\n")
+    print("| completion_logits | tokens/step | completion tokens/step | generation s | log-probs+backward+optimizer s "
+          "| step s | completions/min | vs TRL's path | MFU of the training part |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for flag, r in rows.items():
+        sp = r["split"]
+        print(f"| {flag} | {r['tokens_per_step'] or 0:.0f} | {r['completion_tokens_per_step'] or 0:.0f} "
+              f"| {sp['generation']:.1f} | {sp['train']:.1f} | {sp['total']:.1f} | {r['completions_per_min']:.1f} "
+              f"| {r['completions_per_min'] / rows['false']['completions_per_min']:.2f}x | {r['mfu_train'] or 0:.3f} |")
     return 0
 
 

@@ -362,8 +362,6 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
 
     Loads the model (and starts vLLM in colocate mode); call only after validation.
     """
-    from trl import GRPOTrainer
-
     from proofcheck.train.callbacks import RunHistoryCallback, StepTimer, VerifierEvalCallback
     from proofcheck.train.checkpoints import CheckpointCallback
 
@@ -377,14 +375,14 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
                            min_num_seqs=min(256, script.eval_max_samples * script.eval_passes))
     training.model_init_kwargs = _model_init_kwargs(training, model_args)
     eval_ds = to_dataset(data.eval) if data.eval and training.eval_strategy != "no" else None
-    trainer_cls = GRPOTrainer
-    if script.uncertainty_pool:
-        from proofcheck.train.uncertainty import trainer_class
+    from proofcheck.train.uncertainty import trainer_class
 
-        trainer_cls = trainer_class()  # GRPOTrainer with the uncertainty pool's sampler
+    # GRPOTrainer with the uncertainty pool's sampler and, on CPU, completion-only log-probs (train/logprobs.py)
+    trainer_cls = trainer_class()
     trainer = trainer_cls(model=model_args.model_name_or_path, reward_funcs=rewards, args=training,
                           train_dataset=to_dataset(data.train), eval_dataset=eval_ds,
                           peft_config=peft_config(script, model_args))
+    trainer.completion_logits = script.completion_logits
     for fn in rewards:  # one truncation rule: a completion cut by max_completion_length is invalid
         if hasattr(fn, "configure_truncation"):
             fn.configure_truncation(trainer.eos_token_ids, training.max_completion_length)

@@ -161,11 +161,32 @@ class UncertaintySampler:
 
 
 def trainer_class() -> type:
-    """GRPOTrainer whose training sampler is an `UncertaintySampler` when `trainer.uncertainty` is set."""
+    """GRPOTrainer whose training sampler is an `UncertaintySampler` when `trainer.uncertainty` is set, and
+    whose log-probabilities are computed at the completion tokens only on CPU when `trainer.completion_logits`
+    is set (`train/logprobs.py`; TRL's own method everywhere else)."""
     from trl import GRPOTrainer
 
     class UncertaintyGRPOTrainer(GRPOTrainer):
         uncertainty: UncertaintyPool | None = None
+        completion_logits: bool = False   # the recipes' `completion_logits` (train/run.py sets it)
+
+        def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
+                                               logits_to_keep: int, batch_size: int | None = None,
+                                               compute_entropy: bool = False, compute_aux_loss: bool = False,
+                                               **extra: Any) -> tuple[Any, Any, Any]:
+            from proofcheck.train.logprobs import applies, completion_logps
+
+            if not (self.completion_logits and applies(input_ids.device.type, compute_aux_loss,
+                                                       self._entropy_bonus_enabled, extra)):
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                    compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
+            lm_head = self.accelerator.unwrap_model(model).get_output_embeddings()
+            logps, entropies = completion_logps(model, lm_head, input_ids, attention_mask, logits_to_keep,
+                                                rows=min(batch_size or self.num_generations, self.num_generations),
+                                                temperature=self.temperature, autocast=self.accelerator.autocast,
+                                                compute_entropy=compute_entropy)
+            return logps, entropies, None
 
         def _get_train_sampler(self, dataset: Any = None) -> Any:
             if self.uncertainty is None:

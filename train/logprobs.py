@@ -1,0 +1,104 @@
+"""GRPO's per-token log-probabilities computed only where the loss reads them (CPU training).
+
+TRL 1.16 computes a completion's log-probabilities through a fused LM head (`add_fused_lm_head`,
+`ChunkedLogProbFunction`). On a device with Triton (CUDA, XPU) that head projects only the positions
+whose next token is a completion token. Elsewhere (CPU) it projects **every** position of the padded
+batch: the prompt, the left padding of shorter prompts and the right padding of shorter completions,
+each through the 49,152-token vocabulary of SmolLM2, with its tile arithmetic in fp32 torch ops and
+the projection recomputed in the backward pass. Measured on a 2-core avx512_bf16 host (bf16 autocast,
+16 completions of SmolLM2-135M, LoRA on the top 10 layers; `benchmarks/train_real.py --profile`):
+that head was ~60% of GRPO's training pass, and 72% of the positions it projected carried no loss.
+
+`completion_logps` returns the same quantities as TRL's `_get_per_token_logps_and_entropies` for a
+text-only batch, computed as TRL did before the fused head and as our SFT warm-up does:
+- a few rows per forward (one prompt's group by default), each chunk cut to its own width: no
+  column that is padding in every row of the chunk (a group shares its prompt, so no prompt padding);
+- the model's own forward with `logits_to_keep`, so the vocabulary projection runs on the completion
+  columns only, and the log-softmax (fp32, temperature-scaled, as TRL's) on the real completion
+  tokens only;
+- the entropy (a logged metric unless an entropy bonus needs its gradient) without gradient.
+
+The loss, advantages and optimizer stay TRL's: the trainer subclass (`train/uncertainty.py`) calls this
+from its `_get_per_token_logps_and_entropies` and returns TRL's own method wherever this does not apply
+(not CPU, images, MoE aux loss, an entropy bonus). `tests/integration/test_grpo_logprobs.py` compares
+loss and gradients with TRL's path on the same batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def applies(device_type: str, compute_aux_loss: bool, entropy_grad: bool, extra_inputs: dict[str, Any]) -> bool:
+    """Whether `completion_logps` can stand in for TRL's fused head: CPU, text only (every multimodal input
+    None), no MoE aux loss, no entropy gradient (TRL's entropy bonus).
+
+    >>> applies("cpu", False, False, {"pixel_values": None})
+    True
+    >>> applies("cuda", False, False, {})
+    False
+    """
+    return (device_type == "cpu" and not compute_aux_loss and not entropy_grad
+            and all(v is None for v in extra_inputs.values()))
+
+
+def chunk_span(attention_mask: Any, prompt_cols: int) -> tuple[int, int]:
+    """(first, end) columns of a chunk worth computing: from its first real token (left padding of every
+    row dropped) to its last real completion token; at least the last prompt column is kept, since it
+    predicts the first completion token. `attention_mask`: (rows, prompt_cols + completion_cols).
+
+    >>> import torch
+    >>> chunk_span(torch.tensor([[0, 1, 1, 1, 1, 0], [0, 0, 1, 1, 0, 0]]), prompt_cols=3)
+    (1, 5)
+    """
+    import torch
+
+    real = attention_mask.bool().any(0)
+    cols = torch.nonzero(real).flatten()
+    first = min(int(cols[0]) if cols.numel() else prompt_cols - 1, prompt_cols - 1)
+    done = torch.nonzero(real[prompt_cols:]).flatten()
+    end = prompt_cols + (int(done[-1]) + 1 if done.numel() else 0)
+    return first, end
+
+
+def completion_logps(model: Any, lm_head: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, *,
+                     rows: int, temperature: float, autocast: Callable[[], Any],
+                     compute_entropy: bool) -> tuple[Any, Any]:
+    """(log-probabilities, entropies or None) of the last `logits_to_keep` tokens of each row, both
+    (batch, logits_to_keep) float32 and 0 where `attention_mask` is 0, as TRL's fused head gives them.
+
+    `model`: the policy as the trainer calls it (DDP / PEFT wrappers included); `lm_head`: its output
+    embedding. `rows`: rows per forward. `autocast`: the trainer's (`accelerator.autocast`).
+    A chunk whose rows are only right-padded (a group sharing its prompt) runs without an attention mask:
+    causal attention already keeps every real token from the padding after it, and the model then takes
+    the causal kernel instead of a materialised mask (half the attention blocks on CPU).
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import record_function
+
+    prompt_cols = input_ids.size(1) - logits_to_keep
+    logps, entropies = [], []
+    for start in range(0, input_ids.size(0), rows):
+        ids, am = input_ids[start:start + rows], attention_mask[start:start + rows]
+        first, end = chunk_span(am, prompt_cols)
+        span = am[:, first:end]
+        right_padded_only = bool((span[:, 1:] <= span[:, :-1]).all())
+        mask = am[:, prompt_cols:end].bool()
+        with autocast():
+            out = model(input_ids=ids[:, first:end], attention_mask=None if right_padded_only else span,
+                        logits_to_keep=1, output_hidden_states=True, use_cache=False)
+            # hidden_states[-1] is the final-norm output (transformers: the last hidden state), at the
+            # positions that predict each completion token
+            hidden = out.hidden_states[-1][:, prompt_cols - first - 1:end - first - 1][mask]
+            with record_function("logprobs: vocab"):  # a range benchmarks/train_real.py --profile reads
+                logp = (lm_head(hidden).float() / temperature).log_softmax(-1)
+        token_logp = logp.gather(-1, ids[:, prompt_cols:end][mask].unsqueeze(-1)).squeeze(-1)
+        pad = (0, logits_to_keep - mask.size(1))
+        logps.append(F.pad(token_logp.new_zeros(mask.shape).masked_scatter(mask, token_logp), pad))
+        if compute_entropy:
+            with torch.no_grad(), record_function("logprobs: entropy"):
+                ent = -(logp.exp() * logp).sum(-1)
+            entropies.append(F.pad(ent.new_zeros(mask.shape).masked_scatter(mask, ent), pad))
+    return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None)
