@@ -93,6 +93,16 @@ def read_prompt_card(model_dir: str | Path) -> dict[str, Any] | None:
     return card
 
 
+def weights_card(model: str | Path, adapter: str | Path | None = None) -> dict[str, Any] | None:
+    """The card of the weights a request runs on: the LoRA adapter's first (its training wrote the
+    prompt the requests use), else the base model folder's; None when neither has one.
+
+    `proofcheck serve` and `proofcheck verify --model` both read it this way, so a model verifies
+    with the same settings in-process and behind the service.
+    """
+    return (read_prompt_card(adapter) if adapter else None) or read_prompt_card(model)
+
+
 def card_style(card: dict[str, Any] | None) -> str:
     """The prompt style a card records: "full" for no card or a card written before styles existed.
 

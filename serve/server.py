@@ -92,9 +92,9 @@ def served_card(cfg: ServeConfig) -> dict[str, Any] | None:
     when fronting an endpoint or for weights not trained by proofcheck."""
     if not cfg.model:
         return None
-    from proofcheck.prompt_card import read_prompt_card
+    from proofcheck.prompt_card import weights_card
 
-    return (read_prompt_card(cfg.lora[1]) if cfg.lora else None) or read_prompt_card(cfg.model)
+    return weights_card(cfg.model, cfg.lora[1] if cfg.lora else None)
 
 
 def served_generation(cfg: ServeConfig, card: dict[str, Any] | None, warn: bool = True) -> tuple[Any, int]:

@@ -207,11 +207,11 @@ def _verify(args: argparse.Namespace) -> int:
     # with --endpoint: a service checks these against its own, a vLLM server takes them (or the defaults)
     style, ctk, max_tokens, engine = args.prompt_style, args.chat_template_kwargs, args.max_tokens, {}
     if args.model:  # what the weights were trained with: the adapter's card first, as serve reads it
-        from proofcheck.prompt_card import read_prompt_card
+        from proofcheck.prompt_card import weights_card
 
         try:
             lora = _lora(args.lora)
-            card = (read_prompt_card(lora[1]) if lora else None) or read_prompt_card(args.model)
+            card = weights_card(args.model, lora[1] if lora else None)
             style = prompt_style(args.prompt_style, card, lora[1] if lora else args.model)
             gen = generation_settings(card, args, lora[1] if lora else args.model)
         except ValueError as e:

@@ -120,3 +120,22 @@ def test_health_has_the_field_and_the_card_its_content(tmp_path: Path) -> None:
     assert read_prompt_card(tmp_path) == {"with_reference": True, "prompt_sha256": None, "prompt_style": "full",
                                           "written_by": "proofcheck train/grpo.py", "chat_template_kwargs": {},
                                           "max_completion_length": None}
+
+
+@pytest.mark.parametrize(("adapter_style", "model_style", "expected"), [
+    ("compact", "full", "compact"),   # the adapter's card first: the requests run on the adapter
+    (None, "compact", "compact"),     # no adapter card: the model folder's
+    (None, None, None),               # neither: not trained by proofcheck
+])
+def test_weights_card_reads_the_adapters_card_before_the_models(tmp_path, adapter_style, model_style,
+                                                                expected) -> None:
+    from proofcheck.prompt_card import weights_card, write_prompt_card
+
+    model, adapter = tmp_path / "model", tmp_path / "adapter"
+    for folder, style in ((model, model_style), (adapter, adapter_style)):
+        folder.mkdir()
+        if style:
+            write_prompt_card(folder, False, prompt_style=style)
+    card = weights_card(model, adapter)
+    assert (card and card["prompt_style"]) == expected
+    assert (weights_card(model) or {}).get("prompt_style") == model_style
