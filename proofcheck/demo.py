@@ -194,6 +194,7 @@ def _build_model(cfg: DemoConfig) -> Path:
 
 def _build_curriculum(cfg: DemoConfig) -> Path:
     """Write the four task sets as JSONL and the GRPO DatasetDict (train = grpo set, eval = held-out)."""
+    from proofcheck.data.families import family_names, family_selection
     from proofcheck.data.synth import count_kinds, disjoint_splits
     from proofcheck.io import write_json_atomic
 
@@ -211,8 +212,8 @@ def _build_curriculum(cfg: DemoConfig) -> Path:
         # held-out sets first: a set never depends on the ones after it, so eval and dev are the same
         # tasks whichever family the training sets leave out
         sizes = {k: sizes[k] for k in ("eval", "dev", "sft", "grpo")}
-        families = "all" if cfg.families in (None, "all") else cfg.families.split(",")
-        left_out = cfg.exclude_family.split(",") if cfg.exclude_family else []
+        families = family_selection(cfg.families)
+        left_out = family_names(cfg.exclude_family)
         sets = disjoint_splits(sizes, seed=cfg.seed, families=families,
                                exclude={"sft": left_out, "grpo": left_out})
     else:

@@ -114,10 +114,10 @@ def load_source(path: str, default_origin: str, eval_split: str) -> tuple[list[d
 def synthetic_rows(n: int, seed: int, families: list[str] | None = None) -> list[dict[str, Any]]:
     """`n` synthetic tasks as training rows (validated like any record); `families`: None or `["chain"]`
     = arithmetic chains (the historical draws), else family names or `["all"]`."""
+    from proofcheck.data.families import family_choice
     from proofcheck.data.synth import balanced_tasks
 
-    chosen = None if not families or list(families) == ["chain"] else "all" if "all" in families else list(families)
-    records = [AnnotatedProof.model_validate(t) for t in balanced_tasks(n, seed=seed, families=chosen)]
+    records = [AnnotatedProof.model_validate(t) for t in balanced_tasks(n, seed=seed, families=family_choice(families))]
     return _rows_from_records(records, "synthetic")
 
 

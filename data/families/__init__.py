@@ -87,6 +87,40 @@ def resolve(families: Iterable[str] | str | None = None, exclude: Iterable[str] 
     return chosen
 
 
+def family_names(value: Iterable[str] | str | None) -> list[str]:
+    """The family names a user gave: a comma list (`--families linear,parity`) or a list (a recipe's
+    `synthetic_families`); blanks dropped, nothing checked (`resolve` checks).
+
+    >>> family_names("linear, parity,"), family_names(["all"]), family_names(None)
+    (['linear', 'parity'], ['all'], [])
+    """
+    items = value.split(",") if isinstance(value, str) else list(value or [])
+    return [s for s in (item.strip() for item in items) if s]
+
+
+def family_selection(value: Iterable[str] | str | None) -> list[str] | str:
+    """The families a curriculum draws from (`balanced_tasks`' `families`): "all" for nothing given or
+    `all` named, else the names (`chain` is then the chain family's balanced draws).
+
+    >>> family_selection(None), family_selection("all"), family_selection("chain,linear")
+    ('all', 'all', ['chain', 'linear'])
+    """
+    names = family_names(value)
+    return "all" if not names or "all" in names else names
+
+
+def family_choice(value: Iterable[str] | str | None) -> list[str] | str | None:
+    """As `family_selection`, for the callers that keep the historical draws: None for nothing or
+    `chain` alone (`make_task`'s arithmetic chains, as before families existed). Training's
+    `synthetic_families` and the SFT warm-up's `--families` read this way.
+
+    >>> family_choice("chain"), family_choice(["all"]), family_choice("linear,parity"), family_choice(None)
+    (None, 'all', ['linear', 'parity'], None)
+    """
+    names = family_names(value)
+    return None if names in ([], ["chain"]) else family_selection(names)
+
+
 def make_family_task(rng: random.Random, family: str, kind: str, index: int = 0) -> dict[str, Any]:
     """One task of `family` and `kind` (see `FAMILIES[family].kinds`), with `family` and `kind` set."""
     if family not in FAMILIES:

@@ -172,12 +172,12 @@ def _synth(args: argparse.Namespace) -> int:
     if args.n < 1:
         return fail("--n must be >= 1", EXIT_USAGE)
     if args.families or args.exclude:
+        from proofcheck.data.families import family_names, family_selection
         from proofcheck.data.synth import balanced_tasks
 
-        families = [f for f in args.families.split(",") if f] or "all"
         try:
-            tasks = balanced_tasks(args.n, seed=args.seed, families="all" if families == ["all"] else families,
-                                   exclude=[f for f in args.exclude.split(",") if f])
+            tasks = balanced_tasks(args.n, seed=args.seed, families=family_selection(args.families),
+                                   exclude=family_names(args.exclude))
         except ValueError as e:
             return fail(f"{e} (--families / --exclude)", EXIT_USAGE)
     else:
