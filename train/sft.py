@@ -39,13 +39,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from proofcheck.data.families import family_choice
 from proofcheck.data.loaders import DataError, iter_json_objects
+from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
 from proofcheck.train.config import top_layers
 
 LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def sft_rows(tasks: list[dict[str, Any]], style: str = "full") -> list[dict[str, Any]]:
+def sft_rows(tasks: list[dict[str, Any]], style: str = DEFAULT_PROMPT_STYLE) -> list[dict[str, Any]]:
     """Conversational prompt/completion rows: the verifier prompt (in prompt `style`) and the gold verification."""
     from proofcheck.protocol import verifier_messages
 
@@ -219,7 +221,7 @@ def finished_warmup(out: str | Path, settings: dict[str, Any]) -> dict[str, Any]
 def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, Any]] = 512, steps: int = 200,
            seed: int = 0, learning_rate: float = 1e-3, batch_size: int = 8, dtype: str | None = None,
            lora_r: int = 0, lora_layers: int | None = None, time_budget_s: float | None = None,
-           started: float | None = None, prompt_style: str = "full", families: str | list[str] | None = None,
+           started: float | None = None, prompt_style: str = DEFAULT_PROMPT_STYLE, families: str | list[str] | None = None,
            focal_gamma: float = 0.0, log: Any = print) -> Path:
     """Fine-tune `model` for `steps` steps on synthetic gold verifications (`tasks`: a list of tasks,
     or how many balanced tasks to draw); save to `out` (merged when LoRA). Returns `out`.
@@ -336,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                     "first step is timed and the step count cut to what fits (at most --steps)")
     ap.add_argument("--lora-r", type=int, default=0, help="LoRA rank; 0 = full fine-tuning")
     ap.add_argument("--lora-layers", type=int, help="with LoRA: adapt only the top N layers (faster backward)")
-    ap.add_argument("--prompt-style", choices=["full", "compact"], default="full",
+    ap.add_argument("--prompt-style", choices=PROMPT_STYLES, default=DEFAULT_PROMPT_STYLE,
                     help="verifier prompt style to train on (proofcheck.protocol.PROMPT_STYLES); written into "
                     "--out's proofcheck_prompt.json, which GRPO's recipe and serving should match")
     ap.add_argument("--focal-gamma", type=float, default=0.0, metavar="G", help="weight each answer token's loss "
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         print("warning: --bf16 is deprecated and will be removed; use --dtype bfloat16", file=sys.stderr)
     try:
         tasks = load_tasks(args.data) if args.data else args.tasks
-        families = None if args.families == "chain" else "all" if args.families == "all" else args.families.split(",")
+        families = family_choice(args.families)
         if families is not None and families != "all":
             from proofcheck.data.families import resolve
 
