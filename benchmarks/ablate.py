@@ -229,7 +229,7 @@ def corrupt(task: dict[str, Any]) -> dict[str, Any]:
 
 
 class LocalRepairer:
-    """A deterministic repairer and checker on the OpenAI chat wire format (tests/scripted_server.py).
+    """A deterministic repairer and checker on the OpenAI chat wire format (proofcheck.serve.scripted).
 
     Repair prompts name the problem: the reply is that problem's known-valid proof in `<step>` tags.
     Verifier prompts are answered with an accept exactly when the proof shown is a known-valid proof of
@@ -242,9 +242,8 @@ class LocalRepairer:
         self.blocks = {p: stepped_block(s) for p, s in self.by_problem.items()}
 
     def __call__(self, req: dict[str, Any], i: int) -> Any:
-        from scripted_server import Reply
-
         from proofcheck.parsing import format_verdict
+        from proofcheck.serve.scripted import Reply
 
         text = "\n".join(str(m.get("content") or "") for m in req.get("messages", []))
         problem = next((p for p in self.by_problem if p in text), None)
@@ -262,8 +261,7 @@ def repaired_positives(cfg: AblateConfig, tasks: list[dict[str, Any]], env: dict
                        console: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run `proofcheck data repair` on the corrupted valid proofs of the repair set; return the accepted
     repaired positives (origin `repaired`, provenance kept) and the repair summary."""
-    sys.path.insert(0, str(REPO / "tests"))  # the wire-format server lives with the test fakes
-    from scripted_server import ScriptedServer
+    from proofcheck.serve.scripted import ScriptedServer
 
     folder = cfg.out / "repair"
     valid = [t for t in tasks if t["is_correct"]]

@@ -30,9 +30,7 @@ from typing import Any
 
 from proofcheck.bench.mcq_backends import BackendSettings, McqClient
 from proofcheck.bench.mcq_run import MonthRun, RunConfig, prepare_month, run_month
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test fakes live there
-from scripted_server import Reply, ScriptedServer  # noqa: E402
+from proofcheck.serve.scripted import Reply, ScriptedServer
 
 MONTH = "209912"
 CONCURRENCY = 16

@@ -18,10 +18,8 @@ import argparse
 import asyncio
 import os
 import random
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from proofcheck.data.synth import make_tasks
@@ -29,9 +27,7 @@ from proofcheck.parsing import format_verdict, parse_verifier_output
 from proofcheck.reward.client import JudgeClient, JudgeConfig
 from proofcheck.reward.grading import GradeItem, Grader
 from proofcheck.reward.structural import grade_structural
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test fakes live there
-from scripted_server import Reply, ScriptedServer  # noqa: E402
+from proofcheck.serve.scripted import Reply, ScriptedServer
 
 DELAY_S = 0.2
 

@@ -1,15 +1,20 @@
-"""A scripted OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks.
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1, for tests, benchmarks and offline runs.
 
 It speaks the real wire format (`POST /v1/chat/completions`, streaming or not, and
 `GET /v1/models`) and answers each call with a `Reply` chosen by a responder function, so
 clients can be driven through 500s, 429s, slow answers, truncation and chosen contents
 over real HTTP. Use it only where the real peer is a remote API or where a test must
-control the answers exactly; everything else tests against a real vLLM server.
+control the answers exactly; everything else tests against a real vLLM server. It lives in the
+package (not under tests/) because the benchmarks use it too (the ablations' deterministic
+repairer, the grading and MCQ benchmarks' judges) and they import only the installed package.
 
 Example:
     >>> with ScriptedServer(lambda req, i: Reply("<level>EXACT_MATCH</level>")) as srv:  # doctest: +SKIP
     ...     httpx.post(srv.url + "/chat/completions", json={...})
 """
+
+# no `from __future__ import annotations`: FastAPI reads the routes' `Request` annotation, imported
+# inside `_app`, at definition time
 
 import asyncio
 import json

@@ -1,6 +1,6 @@
 """Local stand-ins for paid APIs (Azure OpenAI, OpenAI Responses, Anthropic Messages) for the MCQ tests.
 
-`FakeAPI` reuses the in-thread uvicorn lifecycle of `ScriptedServer` (tests/scripted_server.py) but answers
+`FakeAPI` reuses the in-thread uvicorn lifecycle of `ScriptedServer` (proofcheck.serve.scripted) but answers
 every POST path with whatever the test's responder returns, and records each call (path, query,
 headers, JSON body). The `*_reply` helpers build bodies in each provider's wire format.
 """
@@ -18,7 +18,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from scripted_server import ScriptedServer
+
+from proofcheck.serve.scripted import ScriptedServer
 
 
 @dataclass

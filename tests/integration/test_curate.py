@@ -7,10 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scripted_server import Reply, ScriptedServer
-
 from proofcheck.data.loaders import SAMPLES_DIR
 from proofcheck.parsing import format_verdict
+from proofcheck.serve.scripted import Reply, ScriptedServer
 
 ANNOTATED = SAMPLES_DIR / "annotated.jsonl"
 ACCEPT = format_verdict("fine", [], -1)

@@ -12,10 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scripted_server import Reply, ScriptedServer
-
 from proofcheck.data.loaders import SAMPLES_DIR
 from proofcheck.parsing import format_verdict
+from proofcheck.serve.scripted import Reply, ScriptedServer
 
 ANNOTATED = SAMPLES_DIR / "annotated.jsonl"
 OK = format_verdict("checked", [], -1)

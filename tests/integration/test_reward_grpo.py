@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_server import Reply, ScriptedServer
 
 from proofcheck.data.loaders import annotated_to_dataset
 from proofcheck.data.synth import balanced_tasks
@@ -22,6 +21,7 @@ from proofcheck.parsing import format_verdict
 from proofcheck.protocol import verifier_messages
 from proofcheck.reward.functions import AsyncMetaVerifierReward, FormatReward, MetaVerifierReward
 from proofcheck.schemas import AnnotatedProof
+from proofcheck.serve.scripted import Reply, ScriptedServer
 
 FLAWED = [t for t in balanced_tasks(8, seed=3) if not t["is_correct"]]  # 4 flawed proofs
 

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from scripted_server import Reply, ScriptedServer
 
 from proofcheck.data.loaders import SAMPLES_DIR
 from proofcheck.parsing import format_verdict
+from proofcheck.serve.scripted import Reply, ScriptedServer
 
 PROBLEMS = str(SAMPLES_DIR / "problems.jsonl")
 SUBMISSIONS = str(SAMPLES_DIR / "submissions.jsonl")

@@ -7,10 +7,10 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-from scripted_server import Reply, ScriptedServer
 
 from proofcheck.commands._common import chat_template_kwargs
 from proofcheck.serve.engines import RemoteEngine
+from proofcheck.serve.scripted import Reply, ScriptedServer
 from proofcheck.serve.verifier import make_verifier
 
 VERDICT = "<assessment>ok</assessment>\n<errors>None</errors>\n<first_error_step>-1</first_error_step>"

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_server import Reply, ScriptedServer
 
 from proofcheck.cli import main
 from proofcheck.data.loaders import SAMPLES_DIR
 from proofcheck.io import read_jsonl_tolerant
+from proofcheck.serve.scripted import Reply, ScriptedServer
 
 DATA = SAMPLES_DIR / "annotated.jsonl"
 # The labels the hand computation below relies on: (n_steps, fatal, recoverable).

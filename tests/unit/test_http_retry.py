@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-from scripted_server import SLOW_S, TIMEOUT_S, Reply, ScriptedServer
 
 from proofcheck.http_errors import EndpointError
 from proofcheck.http_retry import (
@@ -23,6 +22,7 @@ from proofcheck.http_retry import (
     from_exception,
     retry_after_s,
 )
+from proofcheck.serve.scripted import SLOW_S, TIMEOUT_S, Reply, ScriptedServer
 
 # ---- the policy ------------------------------------------------------------------------------------
 

@@ -11,13 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_server import Reply, ScriptedServer
 
 from proofcheck.cli import main
 from proofcheck.data.loaders import SAMPLES_DIR
 from proofcheck.parsing import Verdict
 from proofcheck.reward.judge import check_judge_template, judge_template_messages
 from proofcheck.schemas import Annotation
+from proofcheck.serve.scripted import Reply, ScriptedServer
 
 RELEASE_SHAPED = """You are an **expert meta-verifier**. Literal braces stay: $\\frac{a}{b}$, {idx}, {{x}}.
 

@@ -92,10 +92,9 @@ def test_training_names_the_judge_key_like_the_cli(monkeypatch: pytest.MonkeyPat
 def test_score_verifier_reads_the_served_models_setting(tmp_path: Path, served: bool | None, flag: list[str],
                                                         warned: bool) -> None:
     """Against a proofcheck service, the setting comes from GET /health (the service reads the card)."""
-    from scripted_server import Reply, ScriptedServer
-
     from proofcheck.serve.app import create_app
     from proofcheck.serve.engines import RemoteEngine
+    from proofcheck.serve.scripted import Reply, ScriptedServer
     from proofcheck.serve.server import ServerThread
     from proofcheck.serve.service import VerificationService
     from proofcheck.serve.verifier import Verifier

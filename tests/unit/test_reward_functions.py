@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from scripted_server import Reply, ScriptedServer
 
 from proofcheck.parsing import format_verdict
 from proofcheck.reward.functions import (
@@ -22,6 +21,7 @@ from proofcheck.reward.functions import (
     completion_text,
     get_reward_function,
 )
+from proofcheck.serve.scripted import Reply, ScriptedServer
 
 ANN = json.dumps({"first_fatal_error_step": 2, "recoverable_error_steps": [0]})
 STEPS = ["a = 1.", "b = 2.", "c = a + b = 4.", "Hence c = 4."]

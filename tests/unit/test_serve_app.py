@@ -10,13 +10,13 @@ import threading
 
 import httpx
 import pytest
-from scripted_server import Reply, ScriptedServer
 
 from proofcheck.http_retry import RetryPolicy
 from proofcheck.parsing import format_verdict
 from proofcheck.serve.app import create_app
 from proofcheck.serve.client import AsyncVerifyClient, VerifyAPIError, VerifyClient, result_from_response
 from proofcheck.serve.engines import RemoteEngine
+from proofcheck.serve.scripted import Reply, ScriptedServer
 from proofcheck.serve.server import ServerThread
 from proofcheck.serve.service import VerificationService
 from proofcheck.serve.verifier import Verifier, detect_endpoint, make_verifier

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from scripted_server import SLOW_S, TIMEOUT_S, Reply, ScriptedServer
 
 from proofcheck.http_retry import RetryPolicy
 from proofcheck.parsing import format_verdict
+from proofcheck.serve.scripted import SLOW_S, TIMEOUT_S, Reply, ScriptedServer
 from proofcheck.serve.verifier import ServiceVerifier, make_verifier
 
 STEPS = ["x_1 = 2 + 2 = 4.", "x_2 = 4 * 2 = 8.", "Hence x_2 = 8."]
