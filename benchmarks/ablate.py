@@ -269,7 +269,7 @@ def repaired_positives(cfg: AblateConfig, tasks: list[dict[str, Any]], env: dict
     if not (folder / "repaired.jsonl").is_file():
         with ScriptedServer(LocalRepairer(valid)) as srv:
             url = srv.url
-            _run([sys.executable, "-m", "proofcheck.cli", "data", "repair", "--rejected", str(rejected),
+            _run([sys.executable, "-m", "proofcheck.app.cli", "data", "repair", "--rejected", str(rejected),
                   "--repairer", f"{url}#local-repairer", "--checker", f"{url}#local-checker", "--passes", "2",
                   "--seed", "0", "--out", str(folder)], cfg.out / "logs" / "repair.log", env, console)
     summary = json.loads((folder / "summary.json").read_text())
@@ -304,7 +304,7 @@ def kpass_samples(cfg: AblateConfig, model: Path, proofs: list[dict[str, Any]], 
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--model", str(model), "--port", str(port),
+    cmd = [sys.executable, "-m", "proofcheck.app.cli", "serve", "--model", str(model), "--port", str(port),
            "--passes", str(cfg.kpass_max), "--max-tokens", str(cfg.max_tokens)]
     with ServiceProcess(cmd, url + "/health", cfg.out / "logs" / f"serve-{tag}.log", cwd=REPO, env=env):
         verifier = make_verifier(endpoint=url)
@@ -470,8 +470,8 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     """Every stage; returns the report (also written as JSON, Markdown and PNGs)."""
     from _ablate_report import STATS_RULE, arm_stats, compare, kpass_curve, markdown, plots
 
+    from proofcheck.app.demo import run_stage
     from proofcheck.data.loaders import SAMPLES_DIR, load_records
-    from proofcheck.demo import run_stage
     from proofcheck.precision import ENV_VAR, choose_dtype
 
     console = _console()

@@ -201,7 +201,7 @@ def inprocess_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # the service's engine sets its own vLLM-CPU environment (`engine_args.cpu_env`)
-    with ServiceProcess([sys.executable, "-m", "proofcheck.cli", "serve", "--model", model, "--served-model-name",
+    with ServiceProcess([sys.executable, "-m", "proofcheck.app.cli", "serve", "--model", model, "--served-model-name",
                          NAME, "--port", str(port), "--max-queue", "256", "--max-tokens", str(max_tokens),
                          "--engine-arg", f"dtype={choose_dtype(device='auto').dtype}", "--log-level", "warning"],
                         url + "/health", workdir / "serve.log"):
@@ -225,7 +225,7 @@ def serve_stage(model: str, tasks: list[dict], max_tokens: int, repeats: int, na
     try:
         port = free_port()
         service = f"http://127.0.0.1:{port}"
-        with ServiceProcess([sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", url, "--endpoint-model",
+        with ServiceProcess([sys.executable, "-m", "proofcheck.app.cli", "serve", "--endpoint", url, "--endpoint-model",
                              NAME, "--prompt-style", style, "--port", str(port), "--max-queue", "256",
                              "--max-tokens", str(max_tokens), "--log-level", "warning"],
                             service + "/health", workdir / "serve.log"):

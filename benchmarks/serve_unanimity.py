@@ -173,7 +173,7 @@ def main() -> int:
         modes = {m: asyncio.run(run_mode(m, url, tasks, max_tokens, args.concurrency, style=style))
                  for m in ("b", "a", "c")}
         port = free_port()
-        front = ServiceProcess([sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", url,
+        front = ServiceProcess([sys.executable, "-m", "proofcheck.app.cli", "serve", "--endpoint", url,
                                 "--endpoint-model", "tiny", "--prompt-style", style, "--port", str(port),
                                 "--max-queue", "64",
                                 "--max-tokens", str(max_tokens), "--log-level", "warning"],

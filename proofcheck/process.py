@@ -5,7 +5,7 @@ and the benchmarks. The process is stopped with SIGTERM (graceful shutdown), the
 it does not exit in time: never by name.
 
 Example:
-    >>> with ServiceProcess(["python", "-m", "proofcheck.cli", "serve", ...], "http://127.0.0.1:8000/health",
+    >>> with ServiceProcess(["python", "-m", "proofcheck.app.cli", "serve", ...], "http://127.0.0.1:8000/health",
     ...                     log="serve.log") as svc:  # doctest: +SKIP
     ...     httpx.post("http://127.0.0.1:8000/v1/verify", json=...)
 """

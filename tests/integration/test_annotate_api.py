@@ -183,7 +183,7 @@ def test_tokens_gate_every_endpoint(files: tuple[Path, Path], headers: dict, sta
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proofcheck.cli", "annotate", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "annotate", *args], capture_output=True,
                           text=True, timeout=60, env=env)
 
 

@@ -61,7 +61,7 @@ class AnnotateServer:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(log, "a")
-        cmd = [sys.executable, "-m", "proofcheck.cli", "annotate", "--input", str(inp), "--out", str(out),
+        cmd = [sys.executable, "-m", "proofcheck.app.cli", "annotate", "--input", str(inp), "--out", str(out),
                "--host", "127.0.0.1", "--port", str(self.port)]
         env = dict(os.environ)
         if tokens is not None:  # `name:token,...` required at login

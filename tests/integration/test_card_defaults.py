@@ -43,7 +43,7 @@ def test_verify_runs_with_the_cards_template_options_and_length(tiny_model: Path
                        for kw in ({"enable_thinking": True}, {}))
     assert thinking > plain  # the template reacts to the option
 
-    proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", "verify", "--model", str(model), "--problem",
+    proc = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "verify", "--model", str(model), "--problem",
                            PROBLEM, "--proof", "\n\n".join(STEPS), "--passes", "4", "--all-passes", "--seed", "0",
                            "--json"], capture_output=True, text=True, timeout=600, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -17,7 +17,7 @@ REJECT = format_verdict("no", [(0, "wrong")], 0)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proofcheck.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", *args], capture_output=True, text=True, timeout=600)
 
 
 def first_lines(tmp_path: Path, n: int) -> Path:

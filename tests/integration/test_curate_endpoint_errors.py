@@ -30,7 +30,7 @@ REPAIRED = "<step>First corrected step.</step>\n<step>Second corrected step.</st
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proofcheck.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", *args], capture_output=True, text=True,
                           timeout=300, env={**os.environ, **(env or {})})
 
 

@@ -18,7 +18,7 @@ SMALL = ["--quick", "--dtype", "fp32", "--sft-steps", "6", "--grpo-steps", "2", 
 @pytest.mark.slow
 def test_demo_runs_every_stage_and_reuses_on_rerun(tmp_path):
     work = tmp_path / "demo"
-    cmd = [sys.executable, "-m", "proofcheck.cli", "demo", "--workdir", str(work), *SMALL]
+    cmd = [sys.executable, "-m", "proofcheck.app.cli", "demo", "--workdir", str(work), *SMALL]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for stage in ("build the model", "validate shipped data", "build the curriculum", "supervised warm-up",
@@ -65,7 +65,7 @@ def test_demo_names_the_failed_stage(tmp_path):
     workdir = tmp_path / "demo"
     workdir.mkdir()
     (workdir / "model").write_text("not a folder")  # the model stage cannot write here
-    out = subprocess.run([sys.executable, "-m", "proofcheck.cli", "demo", "--quick", "--workdir", str(workdir)],
+    out = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "demo", "--quick", "--workdir", str(workdir)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert "stage 'build the model: tiny (random weights)' failed" in out.stderr

@@ -23,7 +23,7 @@ OK = format_verdict("checked", [], -1)
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     import os
 
-    return subprocess.run([sys.executable, "-m", "proofcheck.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", *args], capture_output=True, text=True,
                           timeout=300, env={**os.environ, **(env or {})})
 
 

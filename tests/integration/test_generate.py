@@ -15,7 +15,7 @@ PROBLEMS = SAMPLES_DIR / "problems.jsonl"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proofcheck.cli", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", *args], capture_output=True, text=True, timeout=600)
 
 
 def three_problems(tmp_path: Path) -> Path:

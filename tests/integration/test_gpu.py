@@ -29,7 +29,7 @@ def test_grpo_vllm_colocate_lora_bf16_on_gpu(tiny_model: Path, tmp_path: Path) -
 
 @pytest.mark.gpu
 def test_eight_pass_verification_on_gpu(tiny_model: Path) -> None:
-    cmd = [sys.executable, "-m", "proofcheck.cli", "verify", "--model", str(tiny_model), "--problem",
+    cmd = [sys.executable, "-m", "proofcheck.app.cli", "verify", "--model", str(tiny_model), "--problem",
            "Let x_0 = 3 and x_1 = x_0 * 2. Prove that x_1 = 6.", "--proof",
            "<step>x_1 = x_0 * 2 = 3 * 2 = 6.</step><step>Hence x_1 = 6.</step>", "--passes", "8", "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

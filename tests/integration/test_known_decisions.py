@@ -82,7 +82,7 @@ def test_verifierbench_metrics_follow_the_constraint(vllm_server, tmp_path: Path
 def test_service_constrain_format(vllm_server, tmp_path: Path, verdicts: str, decision: str) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", vllm_server.url, "--endpoint-model", "tiny",
+    cmd = [sys.executable, "-m", "proofcheck.app.cli", "serve", "--endpoint", vllm_server.url, "--endpoint-model", "tiny",
            "--port", str(port), "--max-tokens", "1500", "--constrain-format", verdicts, "--log-level", "warning"]
     with ServiceProcess(cmd, url + "/health", tmp_path / "serve.log"):
         for t in TASKS[:4]:

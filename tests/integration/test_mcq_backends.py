@@ -22,8 +22,8 @@ from mcq_fake_apis import (
     user_text,
 )
 
+from proofcheck.app.cli import main
 from proofcheck.bench.mcq_data import hard_set_path, load_hard_set, shuffle_options
-from proofcheck.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lmb"
 MONTH = "209901"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from mcq_fake_apis import Answer, Call, FakeAPI, chat_reply, letter_for, read_results, user_text
 
+from proofcheck.app.cli import main
 from proofcheck.bench.mcq_data import hard_set_path, load_hard_set
-from proofcheck.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "lmb"
@@ -64,7 +64,7 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
         results = tmp_path / "run"
         path = results / MONTH / NAME
         log = open(tmp_path / "killed.log", "w")
-        proc = subprocess.Popen([sys.executable, "-m", "proofcheck.cli", *cli_args(url, results)], cwd=REPO,
+        proc = subprocess.Popen([sys.executable, "-m", "proofcheck.app.cli", *cli_args(url, results)], cwd=REPO,
                                 stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 120

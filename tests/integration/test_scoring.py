@@ -22,7 +22,7 @@ ANNOTATED = str(SAMPLES_DIR / "annotated.jsonl")
 
 
 def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proofcheck.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -79,7 +79,7 @@ def test_sigkill_then_resume_equals_clean_run(tmp_path):
                 "--endpoint-model", "scripted", "--concurrency", "2", "--out", str(clean))
         assert r.returncode == 0, r.stderr[-2000:]
         crashed = tmp_path / "crashed"
-        proc = subprocess.Popen([sys.executable, "-m", "proofcheck.cli", "score", "prover", "--problems", PROBLEMS,
+        proc = subprocess.Popen([sys.executable, "-m", "proofcheck.app.cli", "score", "prover", "--problems", PROBLEMS,
                                  "--submissions", SUBMISSIONS, "--endpoint", srv.url, "--endpoint-model", "scripted",
                                  "--concurrency", "2", "--out", str(crashed)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proofcheck.cli import main
+from proofcheck.app.cli import main
 from proofcheck.data.synth import make_tasks
 from proofcheck.process import ServiceProcess, free_port
 from proofcheck.serve.verifier import detect_endpoint, make_verifier
@@ -31,7 +31,7 @@ class Front(ServiceProcess):
     def __init__(self, vllm_url: str, log: Path, *extra: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", vllm_url, "--endpoint-model", "tiny",
+        cmd = [sys.executable, "-m", "proofcheck.app.cli", "serve", "--endpoint", vllm_url, "--endpoint-model", "tiny",
                "--port", str(self.port), "--require-api-key-env", KEY_ENV, "--max-tokens", "256", "--log-level", "warning",
                *extra]
         super().__init__(cmd, self.url + "/health", log, env={KEY_ENV: KEY})

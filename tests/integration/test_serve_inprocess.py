@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proofcheck.cli import main
+from proofcheck.app.cli import main
 from proofcheck.data.synth import make_tasks
 from proofcheck.process import ServiceProcess, free_port
 from proofcheck.serve.client import AsyncVerifyClient, VerifyClient
@@ -41,7 +41,7 @@ def service(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("serve-inprocess")
     adapter = _make_lora(tiny_model, tmp / "adapter")
     port = free_port()
-    cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--model", str(tiny_model), "--served-model-name", "tiny",
+    cmd = [sys.executable, "-m", "proofcheck.app.cli", "serve", "--model", str(tiny_model), "--served-model-name", "tiny",
            "--lora", f"tiny-lora={adapter}", "--port", str(port), "--max-tokens", "1024", "--log-level", "warning"]
     url = f"http://127.0.0.1:{port}"
     with ServiceProcess(cmd, url + "/health", tmp / "serve.log", env={"VLLM_CPU_KVCACHE_SPACE": "1"}):
@@ -77,7 +77,7 @@ def mixed_verdicts(vllm_server, tmp_path_factory: pytest.TempPathFactory):
     accept or reject, sampled at temperature 1, so the rules disagree on mixed passes."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--endpoint", vllm_server.url, "--endpoint-model",
+    cmd = [sys.executable, "-m", "proofcheck.app.cli", "serve", "--endpoint", vllm_server.url, "--endpoint-model",
            "tiny", "--port", str(port), "--max-tokens", "1500", "--constrain-format=-1|0", "--log-level", "warning"]
     with ServiceProcess(cmd, url + "/health", tmp_path_factory.mktemp("mixed") / "serve.log"):
         yield url
@@ -160,7 +160,7 @@ def test_cli_verify_in_process_model(tiny_model: Path) -> None:
     import json
 
     t = TASKS[3]
-    cmd = [sys.executable, "-m", "proofcheck.cli", "verify", "--model", str(tiny_model), "--problem", t["problem"],
+    cmd = [sys.executable, "-m", "proofcheck.app.cli", "verify", "--model", str(tiny_model), "--problem", t["problem"],
            "--proof", "\n\n".join(t["steps"]), "--passes", "2", "--max-tokens", "16", "--seed", "0", "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})

@@ -76,7 +76,7 @@ def test_the_walkthrough_runs_on_the_tiny_model(tmp_path: Path) -> None:
         for i, line in enumerate(cpu_commands(lines, subs, port)):
             argv = line.rstrip("&").split()
             assert argv[0] == "proofcheck"
-            cmd = [sys.executable, "-m", "proofcheck.cli", *argv[1:]]
+            cmd = [sys.executable, "-m", "proofcheck.app.cli", *argv[1:]]
             if line.endswith("&"):
                 service = ServiceProcess(cmd, f"http://127.0.0.1:{port}/health", tmp_path / f"service-{i}.log",
                                          env=ENV, cwd=tmp_path)

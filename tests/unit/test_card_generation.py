@@ -83,7 +83,7 @@ def test_health_reports_the_template_options() -> None:
 @pytest.mark.parametrize("command", [["serve", "--model"], ["verify", "--problem", "p", "--proof", "q", "--model"],
                                      ["score", "verifier", "--data", "d", "--out", "o", "--model"]])
 def test_help_says_where_the_defaults_come_from(command: list[str]) -> None:
-    from proofcheck.cli import build_parser
+    from proofcheck.app.cli import build_parser
 
     parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices[command[0]]
@@ -94,7 +94,7 @@ def test_help_says_where_the_defaults_come_from(command: list[str]) -> None:
 
 
 def test_serve_help_explains_the_card() -> None:
-    proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", "serve", "--help"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "serve", "--help"], capture_output=True, text=True,
                           timeout=60)
     text = " ".join(proc.stdout.split())
     assert proc.returncode == 0

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from proofcheck.commands._common import chat_template_kwargs
+from proofcheck.app.commands._common import chat_template_kwargs
 from proofcheck.serve.engines import RemoteEngine
 from proofcheck.serve.scripted import Reply, ScriptedServer
 from proofcheck.serve.verifier import make_verifier
@@ -65,7 +65,7 @@ def test_evaluation_uses_the_training_template_switches(trainer_kwargs: dict, ex
 def test_score_verifier_sends_them_on_every_pass_and_records_them_for_resume(tmp_path) -> None:
     import json
 
-    from proofcheck.cli import main
+    from proofcheck.app.cli import main
     from proofcheck.data.loaders import SAMPLES_DIR
 
     data = tmp_path / "two.jsonl"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from proofcheck.cli import build_parser
+from proofcheck.app.cli import build_parser
 
 
 def parsers(parser: argparse.ArgumentParser, path: str = "proofcheck") -> Iterator[tuple[str, argparse.ArgumentParser]]:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from proofcheck.commands._common import json_only_stdout, print_json
+from proofcheck.app.commands._common import json_only_stdout, print_json
 
 NOISY = """
 import logging, os, subprocess, sys
-from proofcheck.commands._common import json_only_stdout, print_json
+from proofcheck.app.commands._common import json_only_stdout, print_json
 print("before")
 with json_only_stdout():
     print("a print")
@@ -53,6 +53,6 @@ def test_in_process_capture(capsys: pytest.CaptureFixture) -> None:
 @pytest.mark.parametrize("args", [["metrics", "verifier", "--data", "D", "--outputs", "O", "--json"]])
 def test_cli_json_errors_stay_on_stderr(args: list[str], tmp_path: Path) -> None:
     """A failing `--json` command prints nothing on stdout (its error goes to stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", *args], capture_output=True, text=True,
                           cwd=tmp_path, timeout=60)
     assert proc.returncode != 0 and proc.stdout == "" and "error" in proc.stderr

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from proofcheck.cli import build_parser, main
-from proofcheck.commands import _common as c
+from proofcheck.app.cli import build_parser, main
+from proofcheck.app.commands import _common as c
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,7 +82,7 @@ def test_every_command_with_a_summary_takes_json(path: str) -> None:
 
 
 def test_version() -> None:
-    proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", "--version"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "--version"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0 and re.fullmatch(r"proofcheck \S+\n", proc.stdout)
 
@@ -164,7 +164,7 @@ def test_old_spellings_work_for_one_release(argv: list[str], dest: str, value: s
 
 
 def test_generate_model_with_endpoint_means_the_served_name_for_one_release(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", "generate", "--problems", "missing.jsonl",
+    proc = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "generate", "--problems", "missing.jsonl",
                            "--endpoint", "http://127.0.0.1:9/v1", "--model", "prover", "--out", "o.jsonl"],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert "warning: --model NAME with --endpoint is deprecated" in proc.stderr and "--endpoint-model" in proc.stderr

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from proofcheck.cli import main
+from proofcheck.app.cli import main
 from proofcheck.data.loaders import SAMPLES_DIR
 from proofcheck.io import read_jsonl_tolerant
 from proofcheck.serve.scripted import Reply, ScriptedServer

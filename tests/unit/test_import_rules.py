@@ -1,13 +1,17 @@
 """The layering rules of CONTRIBUTING.md, enforced on the source.
 
-- core (`proofcheck/`, except the CLI and the demo, which wire the layers together, and the
-  `proofcheck/models/` layer) imports nothing from `reward/ train/ serve/ data/ bench/` or
-  `proofcheck.models`, at any depth (a function-level import is still a dependency);
-- `train/` and `serve/` never import each other (they meet through files and HTTP);
-- every package imports only the layers the table below allows;
-- light modules (everything but `train/`, plus the thin `train/grpo.py` entry) import no torch /
-  transformers / vLLM / TRL / peft / DeepSpeed / accelerate / datasets at module level, and
-  importing them all in a fresh interpreter loads none of those (checked in a subprocess).
+A layer is a folder: each top folder of the repository (`reward/`, `train/`, `serve/`, `data/`,
+`bench/`, `benchmarks/`), and inside `proofcheck/` the core (the folder itself), the application
+layer `proofcheck/app/` and the model builders `proofcheck/models/`. No file is exempt by name.
+
+- every layer imports only the layers `ALLOWED` lists, at any depth (a function-level import is
+  still a dependency); the table is strict (each edge it allows is used, so it says what the code
+  does) and acyclic;
+- the core imports no other layer; `train/` and `serve/` never import each other; only the
+  application layer and the benchmarks (the top) import the application layer;
+- light modules (everything but `train/` and `benchmarks/`, plus the thin `train/grpo.py` entry)
+  import no torch / transformers / vLLM / TRL / peft / DeepSpeed / accelerate / datasets at module
+  level, and importing them all in a fresh interpreter loads none of those (checked in a subprocess).
 """
 
 from __future__ import annotations
@@ -20,47 +24,48 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = {"proofcheck": "core", "reward": "reward", "train": "train", "serve": "serve", "data": "data",
-           "bench": "bench"}
-SUBPACKAGES = {"reward", "train", "serve", "data", "bench", "models"}
-# entry points above every layer: they wire the layers together for the user
-ENTRY = {"proofcheck/cli.py", "proofcheck/demo.py"}
-ALLOWED = {  # layer -> layers it may import (besides itself)
+# folder (relative to the repository) -> layer; the deepest folder holding a file decides
+FOLDERS = {"proofcheck": "core", "proofcheck/app": "app", "proofcheck/models": "models", "reward": "reward",
+           "train": "train", "serve": "serve", "data": "data", "bench": "bench", "benchmarks": "benchmarks"}
+# import name of a layer's package (the core is `proofcheck` itself, and whatever is not another layer)
+PACKAGES = {"proofcheck.app": "app", "proofcheck.models": "models", "proofcheck.reward": "reward",
+            "proofcheck.train": "train", "proofcheck.serve": "serve", "proofcheck.data": "data",
+            "proofcheck.bench": "bench"}
+ALLOWED = {  # layer -> layers it imports (besides itself): exactly the edges the code uses
     "core": set(),
+    "data": {"core", "serve"},  # curation reaches models through serve's engines
     "reward": {"core", "data"},  # data.loaders for file-level grading (`proofcheck grade`)
-    "serve": {"core", "reward"},
-    "data": {"core", "serve", "reward"},  # curation reaches models through serve's engines
+    "serve": {"core"},
     "train": {"core", "reward", "data"},
-    "bench": {"core", "reward", "data", "serve"},
-    # model builders (proofcheck/models/): `tiny_model` trains its tokenizer on the shipped samples and
-    # synthetic tasks; run by `proofcheck model`, the demo, tests and benchmarks, imported by no layer
+    "bench": {"core", "reward", "data"},  # scoring takes a verifier object: the CLI builds it with serve/
+    # the model builders: `tiny_model` trains its tokenizer on the shipped samples and synthetic tasks
     "models": {"core", "data"},
+    # the CLI, its commands and the demo wire every layer together
+    "app": {"core", "data", "reward", "serve", "bench", "models"},  # train: run as a script (accelerate launch), not imported
+    # benchmarks/: the top, scripts over the installed package
+    "benchmarks": {"core", "data", "reward", "serve", "train", "bench", "models", "app"},
 }
 HEAVY = {"torch", "transformers", "vllm", "trl", "peft", "deepspeed", "accelerate", "datasets"}
 
 
 def layer_of(path: Path) -> str:
-    rel = path.relative_to(REPO)
-    if rel.as_posix() in ENTRY or rel.parts[:2] == ("proofcheck", "commands"):
-        return "cli"
-    if rel.parts[:2] == ("proofcheck", "models"):
-        return "models"
-    return FOLDERS[rel.parts[0]]
+    rel = path.relative_to(REPO).parent.as_posix()
+    folder = max((f for f in FOLDERS if rel == f or rel.startswith(f + "/")), key=len)
+    return FOLDERS[folder]
 
 
 def module_name(path: Path) -> str:
     rel = path.relative_to(REPO).with_suffix("")
+    if rel.parts[0] == "benchmarks":
+        return rel.parts[-1]
     head = "proofcheck" if rel.parts[0] == "proofcheck" else f"proofcheck.{rel.parts[0]}"
     return ".".join([head, *rel.parts[1:]]).removesuffix(".__init__")
 
 
 def imported_layer(module: str) -> str | None:
-    parts = module.split(".")
-    if parts[0] != "proofcheck":
+    if module.split(".")[0] != "proofcheck":
         return None
-    if len(parts) > 1 and parts[1] in SUBPACKAGES:
-        return parts[1]
-    return "cli" if len(parts) > 1 and parts[1] in ("commands", "cli", "demo") else "core"
+    return next((layer for pkg, layer in PACKAGES.items() if module == pkg or module.startswith(pkg + ".")), "core")
 
 
 def imports(path: Path) -> list[tuple[str, int, bool]]:
@@ -82,17 +87,33 @@ def imports(path: Path) -> list[tuple[str, int, bool]]:
     return out
 
 
-SOURCES = sorted(p for folder in FOLDERS for p in (REPO / folder).rglob("*.py"))
-LAYERED = [p for p in SOURCES if layer_of(p) in ALLOWED]
+SOURCES = sorted(p for folder in ("proofcheck", "reward", "train", "serve", "data", "bench", "benchmarks")
+                 for p in (REPO / folder).rglob("*.py"))
+
+
+def edges() -> dict[tuple[str, str], list[str]]:
+    """(importing layer, imported layer) -> where, for every import across layers."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for path in SOURCES:
+        src = layer_of(path)
+        for mod, line, _ in imports(path):
+            dst = imported_layer(mod)
+            if dst is not None and dst != src:
+                out.setdefault((src, dst), []).append(f"{path.relative_to(REPO)}:{line}: imports {mod}")
+    return out
 
 
 def test_the_tree_is_seen() -> None:
-    names = {p.relative_to(REPO).as_posix() for p in LAYERED}
-    assert {"proofcheck/parsing.py", "proofcheck/schemas.py", "reward/grading.py", "serve/engines.py",
-            "train/grpo.py", "data/build.py", "bench/mcq_run.py", "proofcheck/models/tiny_model.py"} <= names
+    layers = {p.relative_to(REPO).as_posix(): layer_of(p) for p in SOURCES}
+    assert {"proofcheck/parsing.py": "core", "proofcheck/app/cli.py": "app", "proofcheck/app/demo.py": "app",
+            "proofcheck/app/commands/train.py": "app", "proofcheck/models/tiny_model.py": "models",
+            "reward/grading.py": "reward", "serve/engines.py": "serve", "train/grpo.py": "train",
+            "data/build.py": "data", "bench/mcq_run.py": "bench", "benchmarks/ablate.py": "benchmarks"}.items() \
+        <= layers.items()
+    assert set(layers.values()) == set(ALLOWED)
 
 
-@pytest.mark.parametrize("path", LAYERED, ids=lambda p: p.relative_to(REPO).as_posix())
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(REPO).as_posix())
 def test_layers_import_only_what_they_may(path: Path) -> None:
     src = layer_of(path)
     bad = [f"{path.relative_to(REPO)}:{line}: imports {mod} ({dst})"
@@ -101,19 +122,33 @@ def test_layers_import_only_what_they_may(path: Path) -> None:
     assert not bad, "\n".join(bad)
 
 
+def test_the_table_allows_only_what_is_used() -> None:
+    """A strict table: an allowed edge no module uses would let a new dependency (and a cycle) in unseen."""
+    used = edges()
+    unused = sorted(f"{src} -> {dst}" for src, dsts in ALLOWED.items() for dst in dsts if (src, dst) not in used)
+    assert not unused, f"allowed but unused (drop them from ALLOWED): {', '.join(unused)}"
+
+
+def test_the_table_has_no_cycle() -> None:
+    order: list[str] = []
+    left = {layer: set(dsts) for layer, dsts in ALLOWED.items()}
+    while left:
+        ready = sorted(layer for layer, dsts in left.items() if dsts <= set(order))
+        assert ready, f"a cycle among {sorted(left)}"
+        order += ready
+        for layer in ready:
+            del left[layer]
+    assert order[0] == "core" and order[-1] == "benchmarks"
+
+
 def test_core_imports_nothing_above_it_and_train_serve_are_apart() -> None:
-    """The three named rules, stated on their own so a change to ALLOWED cannot loosen them."""
-    bad = []
-    for path in LAYERED:
-        src = layer_of(path)
-        for mod, line, _ in imports(path):
-            dst = imported_layer(mod)
-            if (src == "core" and dst in SUBPACKAGES) or {src, dst} == {"train", "serve"}:
-                bad.append(f"{path.relative_to(REPO)}:{line}: {src} imports {mod}")
+    """The named rules, stated on their own so a change to ALLOWED cannot loosen them."""
+    bad = [where for (src, dst), places in edges().items() for where in places
+           if src == "core" or {src, dst} == {"train", "serve"} or (dst == "app" and src != "benchmarks")]
     assert not bad, "\n".join(bad)
 
 
-LIGHT = [p for p in SOURCES if layer_of(p) != "train" or p.name == "grpo.py"]
+LIGHT = [p for p in SOURCES if layer_of(p) not in ("train", "benchmarks") or p.relative_to(REPO).as_posix() == "train/grpo.py"]
 
 
 @pytest.mark.parametrize("path", LIGHT, ids=lambda p: p.relative_to(REPO).as_posix())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from proofcheck.cli import main
+from proofcheck.app.cli import main
 from proofcheck.data.loaders import SAMPLES_DIR
 from proofcheck.parsing import Verdict
 from proofcheck.reward.judge import check_judge_template, judge_template_messages

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from proofcheck.demo import DemoConfig, before_after, learning_verdict
+from proofcheck.app.demo import DemoConfig, before_after, learning_verdict
 from proofcheck.metrics import eval_metrics
 from proofcheck.train.callbacks import StepTimer
 
@@ -135,7 +135,7 @@ def _entry(step: int, f1: float, tnr: float, valid: float) -> dict:
     ("full", (0.6, 0.4, 0.99), (0.82, 0.7, 0.94), False, "valid rate 0.940 (target >= 0.95)"),
 ])
 def test_verdict_reads_the_numbers_against_the_target(target, before, after, met, says) -> None:
-    from proofcheck.demo_report import DEMO_TARGET, FULL_TARGET
+    from proofcheck.app.demo_report import DEMO_TARGET, FULL_TARGET
 
     evals = before_after({"eval_history": [_entry(0, *before), _entry(16, *after)]}, DemoConfig())
     assert evals["before_grpo"]["n_tasks"] == 64 and evals["after_grpo"]["step"] == 16
@@ -151,7 +151,7 @@ def test_before_after_needs_the_step_0_evaluation() -> None:
 
 def test_curve_table_and_plot_read_the_run_summary(tmp_path) -> None:
     """The curve printed and drawn from run_summary.json's `curve` (no curve: neither)."""
-    from proofcheck.demo_report import curve_plot, curve_table
+    from proofcheck.app.demo_report import curve_plot, curve_table
 
     curve = [{**_entry(s, f1, tnr, 0.9), "n_passes": 128, "n_proofs": 32, "rough_tnr_se": 0.05}
              for s, f1, tnr in ((0, 0.3, 0.2), (4, 0.5, 0.4), (8, 0.6, 0.5))]
@@ -193,7 +193,7 @@ def test_step_diagnostics_keep_trl_and_checking_keys_only() -> None:
 
 
 def test_diagnostics_table_and_plot(tmp_path, capsys) -> None:
-    from proofcheck.demo_report import console, diagnostics_plot, diagnostics_table
+    from proofcheck.app.demo_report import console, diagnostics_plot, diagnostics_table
 
     rows = [{"step": s, "reward": 0.3 + 0.01 * s, "checking/accept_rate_valid": 0.9, "checking/accept_rate_flawed": 0.4,
              "checking/discrimination": -0.25,

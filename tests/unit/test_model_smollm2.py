@@ -22,7 +22,7 @@ def _run(args: list[str], pythonpath: Path | None = None) -> subprocess.Complete
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = f"{pythonpath}{os.pathsep}{env.get('PYTHONPATH', '')}"
-    return subprocess.run([sys.executable, "-m", "proofcheck.cli", "model", "smollm2", *args],
+    return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "model", "smollm2", *args],
                           capture_output=True, text=True, env=env, timeout=120)
 
 

@@ -246,7 +246,7 @@ def test_trl_colocated_engine_arguments_on_cpu(trl_kwargs: dict, min_seqs: int, 
 ])
 def test_demo_scales_evaluation_and_scoring_by_the_measured_sft_step(first_step_s, eval_tasks, passes,
                                                                     repeats) -> None:
-    from proofcheck.demo import DemoConfig, Plan
+    from proofcheck.app.demo import DemoConfig, Plan
 
     plan = Plan(DemoConfig(), decide(AVX2))
     plan.record["sft"] = {"first_step_s": first_step_s}
@@ -261,7 +261,7 @@ def test_demo_scales_evaluation_and_scoring_by_the_measured_sft_step(first_step_
     ({"first_step_s": 35.0}, 20),                           # an older plan file without the median
 ])
 def test_demo_sizes_its_evaluation_from_the_median_sft_step(sft, eval_tasks) -> None:
-    from proofcheck.demo import DemoConfig, Plan
+    from proofcheck.app.demo import DemoConfig, Plan
 
     plan = Plan(DemoConfig(), decide(AVX2))
     plan.record["sft"] = sft
@@ -277,7 +277,7 @@ def test_demo_sizes_its_evaluation_from_the_median_sft_step(sft, eval_tasks) -> 
 def test_demo_fits_evaluation_and_scoring_to_the_time_left(median_s, left_s, eval_tasks, passes, repeats) -> None:
     import time
 
-    from proofcheck.demo import DemoConfig, Plan
+    from proofcheck.app.demo import DemoConfig, Plan
 
     plan = Plan(DemoConfig(), decide(AVX2))
     plan.t0 = time.perf_counter() - (plan.cfg.budget_s - left_s)
@@ -292,7 +292,7 @@ def test_demo_on_a_bf16_host_keeps_the_scoring_share_it_measured() -> None:
     took 171 s. Estimated at 0.9 SFT steps a wave: (2 + 0.9 x 31) x 7.16 = 214 s, not the 480 s reserve."""
     import time
 
-    from proofcheck.demo import DemoConfig, Plan
+    from proofcheck.app.demo import DemoConfig, Plan
 
     plan = Plan(DemoConfig(), decide(AVX512_BF16))
     plan.t0 = time.perf_counter() - (plan.cfg.budget_s - 830.0)
@@ -310,7 +310,7 @@ def test_demo_on_a_bf16_host_keeps_the_scoring_share_it_measured() -> None:
     (1428.0, 488.0, 570.0, "GRPO took 570 s of its 350 s"),         # the demo of 2026-12-04: GRPO overran
 ])
 def test_demo_plan_names_what_overran(total_s, score_s, grpo_s, says) -> None:
-    from proofcheck.demo import DemoConfig, Plan
+    from proofcheck.app.demo import DemoConfig, Plan
 
     plan = Plan(DemoConfig(), decide(AVX2))
     plan.record["grpo"] = {"budget_s": 350}
@@ -320,7 +320,7 @@ def test_demo_plan_names_what_overran(total_s, score_s, grpo_s, says) -> None:
 
 
 def test_the_long_recipe_never_scales_its_evaluation_down() -> None:
-    from proofcheck.demo import DemoConfig, Plan
+    from proofcheck.app.demo import DemoConfig, Plan
 
     plan = Plan(DemoConfig.full_recipe(), decide(AVX2))
     plan.record["sft"] = {"first_step_s": 71.0}   # a slow first step on an AVX2 host

@@ -16,7 +16,7 @@ from proofcheck.train.data import build_training_data
 
 
 def test_training_default_is_no_reference_like_evaluation() -> None:
-    from proofcheck.cli import build_parser
+    from proofcheck.app.cli import build_parser
 
     assert ProofcheckScriptArguments(synthetic_count=1).include_reference_solution is False
     args = build_parser().parse_args(["score", "verifier", "--data", "d", "--model", "m", "--out", "o"])
@@ -62,7 +62,7 @@ def test_score_verifier_warns_on_a_mismatch(tmp_path: Path, trained_with: bool, 
     model.mkdir()
     (model / CARD_FILE).write_text(json.dumps({"with_reference": trained_with}))
     # --concurrency 0 stops the command right after the warning, before any model is loaded
-    proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", "score", "verifier", "--data", "d.jsonl",
+    proc = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "score", "verifier", "--data", "d.jsonl",
                            "--model", str(model), "--out", str(tmp_path / "run"), "--concurrency", "0", *flag],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--concurrency must be >= 1" in proc.stderr
@@ -103,7 +103,7 @@ def test_score_verifier_reads_the_served_models_setting(tmp_path: Path, served: 
         service = VerificationService(Verifier(RemoteEngine(upstream.url, "m"), model="m"), engine_kind="remote",
                                       model_names=["m"], trained_with_reference=served)
         with ServerThread(create_app(service)) as srv:
-            proc = subprocess.run([sys.executable, "-m", "proofcheck.cli", "score", "verifier", "--data", "d.jsonl",
+            proc = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "score", "verifier", "--data", "d.jsonl",
                                    "--endpoint", srv.url, "--out", str(tmp_path / "run"), "--concurrency", "0", *flag],
                                   capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2

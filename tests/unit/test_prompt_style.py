@@ -238,7 +238,7 @@ def test_grpo_warns_when_its_style_differs_from_the_starting_models(tmp_path: Pa
 
 def _score(tmp_path: Path, model: Path, *flags: str) -> subprocess.CompletedProcess:
     # --concurrency 0 stops the command after the style is chosen, before any model is loaded
-    return subprocess.run([sys.executable, "-m", "proofcheck.cli", "score", "verifier", "--data", "d.jsonl",
+    return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "score", "verifier", "--data", "d.jsonl",
                            "--model", str(model), "--out", str(tmp_path / "run"), "--concurrency", "0", *flags],
                           capture_output=True, text=True, timeout=60)
 
@@ -261,7 +261,7 @@ def test_score_style_choice(tmp_path: Path) -> None:
     """The style `score` runs with and hashes into its manifest: a local card's, or a service's own."""
     import argparse
 
-    from proofcheck.commands.score import _style, _template
+    from proofcheck.app.commands.score import _style, _template
 
     ns = argparse.Namespace
     assert _style(ns(endpoint=None, model=str(tmp_path), prompt_style=None), COMPACT) == "compact"
@@ -279,7 +279,7 @@ def test_score_style_choice(tmp_path: Path) -> None:
                                                (["score", "prover", "--problems", "p", "--submissions", "s",
                                                  "--model", "m", "--out", "o"], "--prompt-style")])
 def test_commands_take_the_override(command: list[str], flag: str) -> None:
-    from proofcheck.cli import build_parser
+    from proofcheck.app.cli import build_parser
 
     parser = build_parser()
     assert parser.parse_args(command).prompt_style is None  # default: the model's card

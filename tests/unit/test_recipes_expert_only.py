@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proofcheck.cli import main
+from proofcheck.app.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted((REPO / "configs" / "grpo").glob("*.yaml"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from proofcheck.cli import main
+from proofcheck.app.cli import main
 from proofcheck.data.loaders import SAMPLES_DIR
 
 DATA = SAMPLES_DIR / "annotated.jsonl"

@@ -73,7 +73,7 @@ def test_ten_kinds_of_bad_record_are_all_named(tmp_path):
 def test_validate_cli_names_every_bad_record_and_exits_1(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(b if isinstance(b, str) else json.dumps(b) for b, _, _ in BAD) + "\n")
-    out = subprocess.run([sys.executable, "-m", "proofcheck.cli", "data", "validate", "--kind", "annotated", str(path)],
+    out = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "data", "validate", "--kind", "annotated", str(path)],
                          capture_output=True, text=True)
     assert out.returncode == 1
     reported = {int(line.split(":")[1]) for line in out.stdout.splitlines() if line.startswith(str(path) + ":")
@@ -84,7 +84,7 @@ def test_validate_cli_names_every_bad_record_and_exits_1(tmp_path):
 def test_validate_cli_ok_file(tmp_path):
     path = tmp_path / "ok.jsonl"
     path.write_text(json.dumps(BASE) + "\n")
-    out = subprocess.run([sys.executable, "-m", "proofcheck.cli", "data", "validate", str(path)],
+    out = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "data", "validate", str(path)],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "1 valid annotated record(s), ok" in out.stdout
 

@@ -329,7 +329,7 @@ def test_unknown_kind_is_named() -> None:
     (["--families", "algebra"], 2, None),  # an option error: exit 2, as in every command
 ])
 def test_data_synth_cli_draws_the_families_asked(tmp_path, capsys, argv: list[str], rc: int, families) -> None:
-    from proofcheck.cli import main
+    from proofcheck.app.cli import main
 
     out = tmp_path / "tasks.jsonl"
     assert main(["data", "synth", "--n", "20", "--seed", "3", "--out", str(out), *argv]) == rc

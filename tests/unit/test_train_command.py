@@ -6,15 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from proofcheck.cli import build_parser
-from proofcheck.commands.train import grpo_script
+from proofcheck.app.cli import build_parser
+from proofcheck.app.commands.train import grpo_script
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "configs" / "grpo" / "tiny-cpu.yaml")
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proofcheck.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=REPO)
 
 
@@ -66,7 +66,7 @@ def test_the_options_both_parsers_know_stay_with_the_recipe() -> None:
     """GRPO_OWNS is exactly the overlap of accelerate launch's options and train/grpo.py's."""
     from accelerate.commands.launch import launch_command_parser
 
-    from proofcheck.commands.train import GRPO_OWNS, accelerate_options
+    from proofcheck.app.commands.train import GRPO_OWNS, accelerate_options
     from proofcheck.train.args import make_parser
 
     def names(parser) -> set[str]:
@@ -86,7 +86,7 @@ def test_plan_runs_the_entry_alone_and_loads_nothing() -> None:
 
 
 def test_recipes_by_name_and_unknown_names() -> None:
-    from proofcheck.commands.train import resolve_config, shipped_names
+    from proofcheck.app.commands.train import resolve_config, shipped_names
 
     assert resolve_config("tiny-cpu", "grpo") == REPO / "configs/grpo/tiny-cpu.yaml"
     assert resolve_config("configs/accelerate/zero3.yaml", "accelerate").is_file()

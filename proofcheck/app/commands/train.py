@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from proofcheck.commands._common import EXIT_ERROR, EXIT_USAGE, add_command, fail
+from proofcheck.app.commands._common import EXIT_ERROR, EXIT_USAGE, add_command, fail
 
 DESCRIPTION = """\
 Train a verifier with TRL's GRPOTrainer: runs
@@ -66,7 +66,7 @@ def shipped_configs() -> Path | None:
     for where in (list(spec.submodule_search_locations or []) if spec else []):
         if (Path(where) / "grpo").is_dir():
             return Path(where)
-    checkout = Path(__file__).resolve().parents[2] / "configs"
+    checkout = Path(__file__).resolve().parents[3] / "configs"
     return checkout if checkout.is_dir() else None
 
 
@@ -167,7 +167,7 @@ def register(sub: Any) -> None:
                    "under --accelerate-config, without loading anything; --plan_gpu_gib N (default 80) and "
                    "--plan_prompt_tokens N (default 2048) go with it")
     p.add_argument("--print-command", action="store_true", help="print the command and exit without running it")
-    # every other option goes to accelerate or train/grpo.py (proofcheck.cli collects them: `passthrough`)
+    # every other option goes to accelerate or train/grpo.py (proofcheck.app.cli collects them: `passthrough`)
     p.set_defaults(handler=_train, passthrough="grpo_args", grpo_args=[])
 
 

@@ -13,16 +13,16 @@ import sys
 
 # subcommand group -> module defining `register(subparsers)`; order is the --help order.
 COMMANDS: tuple[str, ...] = (
-    "proofcheck.commands.data",
-    "proofcheck.commands.metrics",
-    "proofcheck.commands.grade",
-    "proofcheck.commands.train",
-    "proofcheck.commands.score",
-    "proofcheck.commands.serve",
-    "proofcheck.commands.model",
-    "proofcheck.commands.bench",
-    "proofcheck.commands.annotate",
-    "proofcheck.commands.demo",
+    "proofcheck.app.commands.data",
+    "proofcheck.app.commands.metrics",
+    "proofcheck.app.commands.grade",
+    "proofcheck.app.commands.train",
+    "proofcheck.app.commands.score",
+    "proofcheck.app.commands.serve",
+    "proofcheck.app.commands.model",
+    "proofcheck.app.commands.bench",
+    "proofcheck.app.commands.annotate",
+    "proofcheck.app.commands.demo",
 )
 
 DESCRIPTION = """\
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "--help"])
         return 2
     if getattr(args, "json", False):  # stdout carries the JSON alone; every log goes to stderr
-        from proofcheck.commands._common import json_only_stdout
+        from proofcheck.app.commands._common import json_only_stdout
 
         with json_only_stdout():
             return int(handler(args) or 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from proofcheck.commands._common import (
+from proofcheck.app.commands._common import (
     EXIT_INCOMPLETE,
     EXIT_USAGE,
     SCALE_HELP,

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from proofcheck.demo_report import (
+from proofcheck.app.demo_report import (
     DEMO_TARGET,
     FULL_TARGET,
     LEARNING_KEYS,
@@ -58,7 +58,7 @@ from proofcheck.demo_report import (
     step_split_table,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class StageFailed(RuntimeError):
@@ -298,7 +298,7 @@ def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     conc = score_concurrency(cfg.passes)
-    cmd = [sys.executable, "-m", "proofcheck.cli", "serve", "--model", str(model), "--port", str(port),
+    cmd = [sys.executable, "-m", "proofcheck.app.cli", "serve", "--model", str(model), "--port", str(port),
            "--passes", str(cfg.passes), "--max-tokens", str(cfg.max_tokens)]
     with ServiceProcess(cmd, url + "/health", cfg.workdir / "logs" / "serve.log", cwd=REPO, env=env) as svc:
         console.print(f"  verification service up at {url} (log {svc.log_path})")

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from proofcheck.commands._common import (
+from proofcheck.app.commands._common import (
     ENDPOINT_MODEL_HELP,
     EXIT_INCOMPLETE,
     EXIT_USAGE,

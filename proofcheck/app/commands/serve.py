@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from proofcheck.commands._common import (
+from proofcheck.app.commands._common import (
     CARD_DEFAULT,
     ENDPOINT_MODEL_HELP,
     EXIT_USAGE,

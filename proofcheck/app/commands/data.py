@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from proofcheck.commands._common import EXIT_USAGE, add_command, add_endpoint_key, add_json, fail, print_json
+from proofcheck.app.commands._common import (
+    EXIT_USAGE,
+    add_command,
+    add_endpoint_key,
+    add_json,
+    fail,
+    print_json,
+)
 
 KINDS = ("auto", "problem", "annotated", "submission", "output", "candidate", "results")
 
@@ -88,7 +95,7 @@ def _add_run_args(p: argparse.ArgumentParser, key_target: str) -> None:
 def _curate(args: argparse.Namespace, run: Any, what: str) -> tuple[int, dict | None]:
     """Run `run(api_key)` with the CLI's error handling: exit 2 for an unset key variable (before any
     request), 3 for a stop on a refused key / unknown model, 1 for bad input; else (0, summary)."""
-    from proofcheck.commands._common import EXIT_INCOMPLETE, EXIT_USAGE, UsageError, api_key
+    from proofcheck.app.commands._common import EXIT_INCOMPLETE, EXIT_USAGE, UsageError, api_key
     from proofcheck.data.loaders import DataError
     from proofcheck.http_errors import EndpointStop
     from proofcheck.rundir import RunDirError
@@ -106,7 +113,7 @@ def _curate(args: argparse.Namespace, run: Any, what: str) -> tuple[int, dict | 
 
 
 def _select(args: argparse.Namespace) -> int:
-    from proofcheck.commands._common import finish_run
+    from proofcheck.app.commands._common import finish_run
     from proofcheck.data.curate import select
 
     rc, s = _curate(args, lambda key: select(
@@ -124,7 +131,7 @@ def _select(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    from proofcheck.commands._common import finish_run
+    from proofcheck.app.commands._common import finish_run
     from proofcheck.data.curate import repair
 
     rc, s = _curate(args, lambda key: repair(

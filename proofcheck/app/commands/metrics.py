@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from proofcheck.commands._common import EXIT_USAGE, JSON_HELP, add_command, add_json, fail, print_json
+from proofcheck.app.commands._common import EXIT_USAGE, JSON_HELP, add_command, add_json, fail, print_json
 
 
 def register(sub: Any) -> None:
@@ -60,7 +60,7 @@ def _run(fn, args: argparse.Namespace, title: str, keys: list[str]) -> int:
         print_json(result)
     else:
         _table(title, result["splits"], keys)
-    from proofcheck.commands._common import finish_run
+    from proofcheck.app.commands._common import finish_run
 
     return finish_run(result, "results", "rerun the scoring run with --resume, then compute the metrics again")
 

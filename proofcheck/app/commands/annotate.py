@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from proofcheck.commands._common import EXIT_USAGE, add_command, fail
+from proofcheck.app.commands._common import EXIT_USAGE, add_command, fail
 
 DESCRIPTION = """\
 Serve a queue of stepped proofs to expert annotators in the browser (http://HOST:PORT/).

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from proofcheck.commands._common import add_command, fail
+from proofcheck.app.commands._common import add_command, fail
 from proofcheck.protocol import PROMPT_STYLES
 
 # flag -> DemoConfig field; unset flags keep the default of the chosen mode (real or --quick)
@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from proofcheck.demo import DemoConfig, StageFailed, run_demo
+    from proofcheck.app.demo import DemoConfig, StageFailed, run_demo
 
     sizes = {name: getattr(args, name) for name in SIZES.values() if getattr(args, name) is not None}
     bad = [f"{flag}={sizes[name]}" for flag, name in SIZES.items() if name in sizes and sizes[name] < 1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from proofcheck.commands._common import EXIT_USAGE, add_command, add_json, fail, print_json
+from proofcheck.app.commands._common import EXIT_USAGE, add_command, add_json, fail, print_json
 
 
 def register(sub: Any) -> None:
