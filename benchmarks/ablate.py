@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proofcheck.app.launch import GrpoRun, SftRun
+
 REPO = Path(__file__).resolve().parents[1]
 INCENTIVE_ARMS = ("training", "benchmark", "balanced", "polarity")
 ARMS = (*INCENTIVE_ARMS, "repaired", "sft_control")
@@ -170,16 +172,11 @@ def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Path, en
     the last step that fits (train/budget.py), at most `cfg.steps`."""
     out = cfg.out / "runs" / f"{name}-s{seed}"
     if not (out / "run_summary.json").is_file():
-        cmd = [sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(REPO / cfg.recipe),
-               "--model_name_or_path", str(start), "--output_dir", str(out), "--expert_files", str(dataset),
-               "--synthetic_count", "0", "--mix_ratios", "0", "0", "1", "--eval_fraction", "0",
-               "--max_steps", str(cfg.steps), "--learning_rate", str(cfg.grpo_lr),
-               "--eval_at_start", "true" if at_start else "false",
-               "--eval_every_steps", "0", "--prompt_style", cfg.prompt_style,
-               "--eval_max_samples", str(cfg.eval_tasks), "--eval_passes", str(cfg.eval_passes),
-               "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(seed),
-               *(["--time_budget_s", f"{budget_s:.0f}"] if budget_s else []), *cfg.extra_overrides, *extra]
-        wall = _run(cmd, cfg.out / "logs" / f"{name}-s{seed}.log", env, console)
+        run = GrpoRun(recipe=REPO / cfg.recipe, model=start, output_dir=out, dataset=dataset, max_steps=cfg.steps,
+                      learning_rate=cfg.grpo_lr, seed=seed, prompt_style=cfg.prompt_style, eval_tasks=cfg.eval_tasks,
+                      eval_passes=cfg.eval_passes, eval_at_start=at_start, eval_every_steps=0,
+                      time_budget_s=budget_s or None, overrides=[*cfg.extra_overrides, *extra])
+        wall = _run(run.command(), cfg.out / "logs" / f"{name}-s{seed}.log", env, console)
         summary = json.loads((out / "run_summary.json").read_text())
         summary["ablate_wall_s"] = round(wall, 1)
         summary["ablate_overrides"] = extra
@@ -407,10 +404,9 @@ def sft_control(cfg: AblateConfig, seed: int, start: Path, plain: Path, gold: Pa
 
     def control() -> dict[str, Any]:
         if not (ctrl / "sft_plan.json").is_file():  # written last by train.sft
-            _run([sys.executable, "-m", "proofcheck.train.sft", "--model", str(start), "--out", str(ctrl),
-                  "--data", str(gold), "--steps", "100000", "--lr", str(cfg.sft_lr),
-                  "--lora-r", str(cfg.sft_lora_r), "--seed", str(seed), "--time-budget", f"{budget:.0f}",
-                  "--prompt-style", cfg.prompt_style], cfg.out / "logs" / f"sft_control-s{seed}.log", env, console)
+            run = SftRun(model=start, out=ctrl, data=gold, steps=100000, lr=cfg.sft_lr, lora_r=cfg.sft_lora_r,
+                         seed=seed, prompt_style=cfg.prompt_style, time_budget_s=budget)
+            _run(run.command(), cfg.out / "logs" / f"sft_control-s{seed}.log", env, console)
         # evaluated as every arm is, by a GRPO run whose one step at learning rate 0 changes nothing
         return grpo(cfg, "sft_control-eval", seed, ctrl, plain, env, console,
                     ["--max_steps", "1", "--learning_rate", "0"])
@@ -506,10 +502,9 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
 
     def sft() -> Path:
         if not (sft_dir / "sft_plan.json").is_file():  # written last by train.sft
-            _run([sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(sft_dir),
-                  "--data", str(data / "sft.jsonl"), "--steps", str(cfg.sft_steps), "--lr", str(cfg.sft_lr),
-                  "--lora-r", str(cfg.sft_lora_r), "--seed", "0", "--prompt-style", cfg.prompt_style],
-                 cfg.out / "logs" / "sft.log", env, console)
+            run = SftRun(model=base, out=sft_dir, data=data / "sft.jsonl", steps=cfg.sft_steps, lr=cfg.sft_lr,
+                         lora_r=cfg.sft_lora_r, seed=0, prompt_style=cfg.prompt_style)
+            _run(run.command(), cfg.out / "logs" / "sft.log", env, console)
         return sft_dir
 
     start = stage(f"SFT warm-up shared by every arm ({cfg.sft_steps} steps)", sft)

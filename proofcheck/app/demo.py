@@ -240,29 +240,30 @@ def _show_curriculum(data: Path) -> None:
 def _sft(cfg: DemoConfig, base: Path, data: Path, budget_s: float, env: dict[str, str]) -> Path:
     out = cfg.workdir / "sft"
     if not (out / "sft_plan.json").is_file():  # written last: a killed warm-up is trained again
-        cmd = [sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(out),
-               "--data", str(data / "sft.jsonl"), "--steps", str(cfg.sft_steps), "--lr", str(cfg.sft_lr),
-               "--lora-r", str(cfg.sft_lora_r), "--seed", str(cfg.seed), "--time-budget", f"{budget_s:.0f}"]
-        cmd += ["--lora-layers", str(cfg.sft_lora_layers)] if cfg.sft_lora_r and cfg.sft_lora_layers else []
-        cmd += ["--prompt-style", cfg.prompt_style]
-        _run(cmd, cfg.workdir / "logs" / "sft.log", env)
+        from proofcheck.app.launch import SftRun
+
+        run = SftRun(model=base, out=out, data=data / "sft.jsonl", steps=cfg.sft_steps, lr=cfg.sft_lr,
+                     lora_r=cfg.sft_lora_r, seed=cfg.seed, prompt_style=cfg.prompt_style, time_budget_s=budget_s,
+                     lora_layers=cfg.sft_lora_layers)
+        _run(run.command(), cfg.workdir / "logs" / "sft.log", env)
     return out
+
+
+def grpo_run(cfg: DemoConfig, sft: Path, data: Path, budget_s: float) -> Any:
+    """The demo's GRPO run (`proofcheck.app.launch.GrpoRun`): its recipe plus the demo's sizes, on its curriculum."""
+    from proofcheck.app.launch import GrpoRun
+
+    return GrpoRun(recipe=REPO / cfg.recipe, model=sft, output_dir=cfg.workdir / "grpo", dataset=data / "dataset",
+                   max_steps=cfg.grpo_steps, learning_rate=cfg.grpo_lr, seed=cfg.seed, prompt_style=cfg.prompt_style,
+                   eval_tasks=cfg.eval_tasks, eval_passes=cfg.eval_passes, eval_at_start=True,
+                   eval_every_steps=cfg.curve_every, eval_curve_samples=min(cfg.curve_tasks, cfg.eval_tasks),
+                   time_budget_s=budget_s, overrides=list(cfg.grpo_overrides))
 
 
 def _grpo(cfg: DemoConfig, sft: Path, data: Path, budget_s: float, env: dict[str, str]) -> dict[str, Any]:
     out = cfg.workdir / "grpo"
     if not (out / "run_summary.json").is_file():
-        _run([sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(REPO / cfg.recipe),
-              "--model_name_or_path", str(sft), "--output_dir", str(out), "--expert_files", str(data / "dataset"),
-              "--synthetic_count", "0", "--mix_ratios", "0", "0", "1", "--eval_fraction", "0",
-              "--max_steps", str(cfg.grpo_steps),
-              "--learning_rate", str(cfg.grpo_lr), "--eval_at_start", "true",
-              "--eval_every_steps", str(cfg.curve_every), "--eval_curve_samples", str(min(cfg.curve_tasks, cfg.eval_tasks)),
-              "--prompt_style", cfg.prompt_style,
-              "--eval_max_samples", str(cfg.eval_tasks), "--eval_passes", str(cfg.eval_passes),
-              "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(cfg.seed),
-              "--time_budget_s", f"{budget_s:.0f}", *cfg.grpo_overrides],
-             cfg.workdir / "logs" / "grpo.log", env)
+        _run(grpo_run(cfg, sft, data, budget_s).command(), cfg.workdir / "logs" / "grpo.log", env)
     summary = json.loads((out / "run_summary.json").read_text())
     reward_plot(summary, cfg.workdir / "reward_per_step.png")
     curve_plot(summary, cfg.workdir / "learning_curve.png")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.app.commands._common import EXIT_ERROR, EXIT_USAGE, add_command, fail
+from proofcheck.app.launch import grpo_script
 
 DESCRIPTION = """\
 Train a verifier with TRL's GRPOTrainer: runs
@@ -43,16 +44,6 @@ trained with, which serve, verify and score verifier default to."""
 
 # accelerate launch options that train/grpo.py has too: the recipe's meaning wins (set accelerate's in its config)
 GRPO_OWNS = frozenset({"debug", "gradient_accumulation_steps", "help"})
-
-
-def grpo_script() -> Path:
-    """Path of the installed `proofcheck.train.grpo` module (found without importing it)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("proofcheck.train.grpo")
-    if spec is None or spec.origin is None:
-        raise FileNotFoundError("proofcheck.train.grpo is not installed; reinstall proofcheck (make install)")
-    return Path(spec.origin)
 
 
 def shipped_configs() -> Path | None:

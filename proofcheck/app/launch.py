@@ -1,0 +1,105 @@
+"""One launcher: the SFT warm-up and GRPO command lines the demo, the ablations and `proofcheck train` run.
+
+A run is a typed value (`SftRun`, `GrpoRun`) and `command()` turns it into the argument list, so the
+flags the demo and `benchmarks/ablate.py` pass are written once. The entry scripts are found in the
+installed package (`grpo_script`: `proofcheck.train.grpo`'s file; the warm-up runs as
+`python -m proofcheck.train.sft`) and a recipe is a path or a shipped name (`recipe_path`), so a
+launch works from any working directory, as `proofcheck train` does.
+
+A GRPO run trains on a dataset folder with train/eval splits that the caller wrote (the curriculum),
+so train/grpo.py's own assembly is switched off (`--synthetic_count 0 --mix_ratios 0 0 1
+--eval_fraction 0`): the held-out split is the caller's.
+
+Example:
+    >>> run = SftRun(model="m", out="o", data="d.jsonl", steps=4, lr=1e-3, lora_r=0, seed=0, prompt_style="compact")
+    >>> run.command()[3:]
+    ['--model', 'm', '--out', 'o', '--data', 'd.jsonl', '--steps', '4', '--lr', '0.001', '--lora-r', '0', '--seed', '0', '--prompt-style', 'compact']
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def grpo_script() -> Path:
+    """Path of the installed `proofcheck.train.grpo` module (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("proofcheck.train.grpo")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("proofcheck.train.grpo is not installed; reinstall proofcheck (make install)")
+    return Path(spec.origin)
+
+
+def recipe_path(recipe: str | Path) -> Path:
+    """A recipe as a file: the path when it is one, else the shipped `configs/grpo/` recipe of that name
+    (`configs/grpo/smollm2-cpu.yaml`, `smollm2-cpu`); a FileNotFoundError naming the shipped ones otherwise."""
+    from proofcheck.app.commands.train import resolve_config, shipped_names
+
+    found = resolve_config(str(recipe), "grpo")
+    if found is None:
+        raise FileNotFoundError(f"recipe {recipe}: no such file, and no shipped recipe of that name (shipped: "
+                                f"{', '.join(shipped_names('grpo')) or 'none found'})")
+    return found.resolve()
+
+
+@dataclass
+class SftRun:
+    """One supervised warm-up (`python -m proofcheck.train.sft`) on a task file."""
+
+    model: str | Path
+    out: str | Path
+    data: str | Path
+    steps: int
+    lr: float
+    lora_r: int
+    seed: int
+    prompt_style: str
+    time_budget_s: float | None = None   # None: every step
+    lora_layers: int | None = None       # with LoRA: only the top N layers
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "proofcheck.train.sft", "--model", str(self.model), "--out", str(self.out),
+               "--data", str(self.data), "--steps", str(self.steps), "--lr", str(self.lr),
+               "--lora-r", str(self.lora_r), "--seed", str(self.seed)]
+        cmd += ["--time-budget", f"{self.time_budget_s:.0f}"] if self.time_budget_s is not None else []
+        cmd += ["--lora-layers", str(self.lora_layers)] if self.lora_r and self.lora_layers else []
+        return [*cmd, "--prompt-style", self.prompt_style]
+
+
+@dataclass
+class GrpoRun:
+    """One `train/grpo.py` run on a recipe plus named deltas, trained on the caller's dataset folder."""
+
+    recipe: str | Path
+    model: str | Path
+    output_dir: str | Path
+    dataset: str | Path                   # a DatasetDict folder: train split, eval split (held out)
+    max_steps: int
+    learning_rate: float
+    seed: int
+    prompt_style: str
+    eval_tasks: int
+    eval_passes: int
+    eval_at_start: bool = True
+    eval_every_steps: int = 0
+    eval_curve_samples: int | None = None  # held-out proofs of each curve point (with eval_every_steps)
+    time_budget_s: float | None = None     # None: every step
+    overrides: list[str] = field(default_factory=list)  # more train/grpo.py flags, last (they win)
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, str(grpo_script()), "--config", str(recipe_path(self.recipe)),
+               "--model_name_or_path", str(self.model), "--output_dir", str(self.output_dir),
+               "--expert_files", str(self.dataset),
+               "--synthetic_count", "0", "--mix_ratios", "0", "0", "1", "--eval_fraction", "0",
+               "--max_steps", str(self.max_steps), "--learning_rate", str(self.learning_rate),
+               "--eval_at_start", "true" if self.eval_at_start else "false",
+               "--eval_every_steps", str(self.eval_every_steps)]
+        cmd += ["--eval_curve_samples", str(self.eval_curve_samples)] if self.eval_curve_samples is not None else []
+        cmd += ["--prompt_style", self.prompt_style,
+                "--eval_max_samples", str(self.eval_tasks), "--eval_passes", str(self.eval_passes),
+                "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(self.seed)]
+        cmd += ["--time_budget_s", f"{self.time_budget_s:.0f}"] if self.time_budget_s is not None else []
+        return [*cmd, *self.overrides]
