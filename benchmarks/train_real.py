@@ -16,8 +16,9 @@ engine (what it does now). `train.eval_vllm_speedup` = HF seconds / vLLM seconds
 
 The model-FLOPs utilisation of the optimisation part: model FLOPs of forward + backward per token
 (`roofline.train_flops_per_token`; LoRA: activation gradients through the trained top layers only;
-full: weight and activation gradients everywhere) x tokens per step (TRL's `num_tokens`) / its
-seconds / the compute dtype's matmul peak measured in the same run.
+full: weight and activation gradients everywhere) x tokens per step (TRL's `num_tokens`), the vocabulary
+projection counted at the completion tokens only (`_train_cost.model_flops`: no other position is scored)
+/ its seconds / the compute dtype's matmul peak measured in the same run.
 
 With `--compare-prompt-styles` it runs instead the LoRA recipe with vLLM colocate twice, the verifier
 prompt in its `full` style (the baseline) and in its `compact` style (`prompt_style`, issue 21's
@@ -348,7 +349,8 @@ def print_tables(rows: dict[tuple[str, str], dict[str, Any]], figures: dict[str,
               f"| {s['generation'] / vl:.2f}x |")
     print(f"\nMFU against the {machine['compute_dtype']} matmul peak measured now "
           f"({machine['matmul_peak_flop_s'] / 1e9:.0f} GFLOP/s, {machine['device']}; {machine['dtype_reason']}); model FLOPs: forward 2/weight + attention; backward 1/weight through the LoRA "
-          "layers (activation gradients only), 4/weight for full fine-tuning.")
+          "layers (activation gradients only), 4/weight for full fine-tuning; the vocabulary projection at the "
+          "completion tokens only (since issue 33; the figures before counted it at every token).")
     mem = {k: r["memory"] for k, r in rows.items() if r.get("memory")}
     if mem:
         print("\n| training | generation | max_memory_allocated GiB | max_memory_reserved GiB | vLLM KV blocks "
