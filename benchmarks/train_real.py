@@ -147,14 +147,15 @@ def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, 
 
 
 def mfu(row: dict[str, Any], shape: Any, batch: int, peft: bool, lora_layers: int | None, peak: float) -> float | None:
-    """Model FLOPs of the optimisation part / its seconds / the compute dtype's matmul peak."""
-    from roofline import train_flops_per_token
+    """Model FLOPs of the optimisation part / its seconds / the compute dtype's matmul peak. Model FLOPs
+    (`_train_cost.model_flops`): every token through the layers, the vocabulary projection at the completion
+    tokens only (the loss reads no other position)."""
+    from _train_cost import model_flops
 
-    tok, train_s = row["tokens_per_step"], row["split"]["train"]
-    if not tok or not train_s:
+    tok, loss_tok, train_s = row["tokens_per_step"], row.get("completion_tokens_per_step"), row["split"]["train"]
+    if not tok or not loss_tok or not train_s:
         return None
-    flops = tok * train_flops_per_token(shape, tok / batch / 2, backprop_layers=lora_layers if peft else None,
-                                        weight_grads=not peft)
+    flops = model_flops(shape, tok, loss_tok, tok / batch / 2, lora_layers if peft else None, not peft)
     return flops / train_s / peak
 
 
@@ -260,19 +261,20 @@ def step_cost(model: Path, work: Path, recipe: Path, steps: int, batch: int, gen
               json_out: str | None) -> int:
     """`--step-cost`: the per-token table and profile (`_train_cost.measure`), then the recipe's GRPO step with
     TRL's path and with `completion_logits`, side by side (completions per minute, MFU of the training part)."""
-    from _train_cost import measure, model_flops, print_cost
+    from _train_cost import measure, print_cost
 
     peak = machine["matmul_peak_flop_s"]
     cost = measure(model, recipe, work)
     rows = {}
     for flag in ("false", "true"):
         r = run_backend(model, work / f"completion-logits-{flag}", True, steps, batch, generations, completion, recipe,
-                        ["--save_merged", "false", "--save_adapter", "true", "--completion_logits", flag, *extra],
-                        timeout_s=timeout_s)
+                        # no uncertainty pool: its refresh (generation on the engine, every few steps) would land in
+                        # one timed step of each run (`--train-arg uncertainty_pool=24` puts it back)
+                        ["--save_merged", "false", "--save_adapter", "true", "--completion_logits", flag,
+                         "--uncertainty_pool", "0", *extra], timeout_s=timeout_s)
         r["completions_per_min"] = round(60.0 * batch / r["split"]["total"], 2)
-        tok, loss_tok = r["tokens_per_step"], r["completion_tokens_per_step"]
-        r["mfu_train"] = (round(model_flops(shape, tok, loss_tok, tok / batch / 2, lora_layers, False)
-                                / r["split"]["train"] / peak, 4) if tok and loss_tok and r["split"]["train"] else None)
+        m = mfu(r, shape, batch, True, lora_layers, peak)
+        r["mfu_train"] = round(m, 4) if m is not None else None
         rows[flag] = r
     speedup = round(rows["true"]["completions_per_min"] / rows["false"]["completions_per_min"], 3)
     figures = {"train.step_cost": cost, "train.completion_logits_runs": rows,
