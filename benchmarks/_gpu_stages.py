@@ -231,8 +231,8 @@ def plan(settings: dict[str, Any], save: Any) -> None:
     from transformers import AutoTokenizer
 
     from proofcheck.train.args import parse
-    from proofcheck.train.callbacks import prompt_ids
     from proofcheck.train.data import build_training_data
+    from proofcheck.train.eval_generation import prompt_ids
     from proofcheck.train.plan import GIB as PG
     from proofcheck.train.plan import PlanOptions, render
     from proofcheck.train.plan import plan as make_plan

@@ -286,7 +286,7 @@ def eval_metrics(results: list[dict]) -> dict[str, Any]:
     held-out k-pass evaluation, each with its standard error over proofs (`<name>_se`).
 
     `results`: one dict per proof (`proof_id`, `is_correct`, `first_error_step`, `domain`, `trials`
-    with `valid`, `first_error_step` and the reward `score`), as `proofcheck.train.callbacks.grade_row`
+    with `valid`, `first_error_step` and the reward `score`), as `proofcheck.train.eval_generation.grade_row`
     writes them. The per-proof shares behind the standard errors are this module's per-proof rules
     (`proof_rough`, `proof_valid_rate`, ...) over the same proofs as the metrics: a proof without
     passes counts 0 in both (`verifier_metrics`' rule), so each error qualifies its own metric.

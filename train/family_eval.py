@@ -1,7 +1,7 @@
 """Held-out evaluation split by proof family: does the verifier check every kind of proof, or one?
 
 `per_family_metrics` takes the graded results of a k-pass evaluation (the dicts
-`proofcheck.train.callbacks.grade_row` returns: `proof_id`, `is_correct`, `first_error_step`,
+`proofcheck.train.eval_generation.grade_row` returns: `proof_id`, `is_correct`, `first_error_step`,
 `domain`, `trials` with `valid` and `first_error_step`) and the rows they were made from, finds
 each proof's family (`proofcheck.data.families.family_of`: the row's `family`, else the
 annotation's `synthetic:<family>:<kind>` remark, which survives the training dataset), and

@@ -33,7 +33,7 @@ from transformers import TrainerCallback
 
 
 def disagreement(result: dict[str, Any]) -> tuple[bool, float, float]:
-    """How uncertain the model is on one graded row (`callbacks.grade_row`): (its passes differ in outcome
+    """How uncertain the model is on one graded row (`eval_generation.grade_row`): (its passes differ in outcome
     or score, 1 - |2 x accept share - 1|, score spread). Higher sorts first.
 
     >>> disagreement({"trials": [{"outcome": "accept", "score": 1.0}, {"outcome": "reject", "score": 0.0}]})

@@ -56,7 +56,7 @@ def test_a_proofcheck_service_takes_them_at_start_not_per_client() -> None:
     ({}, {}),  # GRPOTrainer sets `args.chat_template_kwargs or {}`
 ])
 def test_evaluation_uses_the_training_template_switches(trainer_kwargs: dict, expected: dict) -> None:
-    from proofcheck.train.callbacks import template_kwargs
+    from proofcheck.train.eval_generation import template_kwargs
 
     trainer = SimpleNamespace(chat_template_kwargs=trainer_kwargs)
     assert template_kwargs(trainer) == expected

@@ -107,7 +107,7 @@ def test_a_checkpoint_written_again_loses_its_old_marker_first(tmp_path: Path) -
 
 
 def test_resolve_resume_picks_the_newest_complete_or_refuses_an_incomplete_path(tmp_path: Path) -> None:
-    from proofcheck.train.run import resolve_resume
+    from proofcheck.train.resume import resolve_resume
 
     cb = callback(Acc(), [], [])
     save(tmp_path, 1, cb)
@@ -123,7 +123,7 @@ def test_resolve_resume_picks_the_newest_complete_or_refuses_an_incomplete_path(
 
 
 def test_restore_history_keeps_what_the_checkpoint_had_up_to_its_step(tmp_path: Path) -> None:
-    from proofcheck.train.run import restore_history
+    from proofcheck.train.resume import restore_history
 
     folder = save(tmp_path, 2, callback(Acc(), [(1, 0.1), (2, 0.2)], [{"step": 0, "seconds": 30.0}, {"step": 2}],
                                         [{"step": 0}, {"step": 1}, {"step": 2}]))
@@ -150,7 +150,7 @@ def state(folder: Path, epochs: int, max_steps: int) -> None:
 def test_finished_at_compares_the_checkpoint_with_the_runs_end(tmp_path: Path, step: int, max_steps: int,
                                                                saved_state: tuple | None, epochs: float,
                                                                expected: tuple | None) -> None:
-    from proofcheck.train.run import finished_at
+    from proofcheck.train.resume import finished_at
 
     folder = save(tmp_path, step, callback(Acc(), [], []), {"model.safetensors": b"w"})
     if saved_state is not None:
@@ -182,7 +182,7 @@ def snapshot(out: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def test_a_finished_run_resumed_again_touches_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from proofcheck.train.run import keep_finished_run
+    from proofcheck.train.resume import keep_finished_run
 
     folder = finished_run(tmp_path)
     (tmp_path / "merged").mkdir()
@@ -200,7 +200,7 @@ def test_a_finished_run_resumed_again_touches_nothing(tmp_path: Path, capsys: py
 
 def test_a_lost_final_save_is_written_from_the_last_checkpoint(tmp_path: Path) -> None:
     from proofcheck.prompt_card import CARD_FILE
-    from proofcheck.train.run import keep_finished_run
+    from proofcheck.train.resume import keep_finished_run
 
     files = {"config.json": b"{}", "model.safetensors": b"w" * 10, "tokenizer.json": b"t", "optimizer.pt": b"o",
              "scheduler.pt": b"s", "rng_state_0.pth": b"r", "trainer_state.json": b"{}", "training_args.bin": b"a",
@@ -225,7 +225,7 @@ def test_a_lost_final_save_is_written_from_the_last_checkpoint(tmp_path: Path) -
 ])
 def test_a_lost_final_save_that_the_checkpoint_cannot_give_fails_loudly(tmp_path: Path, files: dict, peft: bool,
                                                                          says: str) -> None:
-    from proofcheck.train.run import keep_finished_run
+    from proofcheck.train.resume import keep_finished_run
 
     folder = finished_run(tmp_path, files)
     with pytest.raises(ConfigError, match=says):
@@ -234,7 +234,7 @@ def test_a_lost_final_save_that_the_checkpoint_cannot_give_fails_loudly(tmp_path
 
 
 def test_other_ranks_of_a_finished_run_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from proofcheck.train.run import keep_finished_run
+    from proofcheck.train.resume import keep_finished_run
 
     folder = finished_run(tmp_path, {"config.json": b"{}", "model.safetensors": b"w"})
     monkeypatch.setenv("RANK", "1")

@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from proofcheck.train import callbacks
-from proofcheck.train.callbacks import StepTimer, VerifierEvalCallback
+from proofcheck.train import step_timer
+from proofcheck.train.callbacks import VerifierEvalCallback
 from proofcheck.train.distributed import shard
+from proofcheck.train.step_timer import StepTimer
 
 VALID = "<assessment>fine</assessment><errors>None</errors><first_error_step>-1</first_error_step>"
 
@@ -427,7 +428,7 @@ def test_lora_merge_loads_outside_an_active_zero3_config(tmp_path: Path, monkeyp
     import peft
     from transformers.integrations import deepspeed as hf_ds
 
-    from proofcheck.train.run import merge_adapter
+    from proofcheck.train.saving import merge_adapter
 
     class Zero3Config:  # what the trainer registers under ZeRO-3 (HfTrainerDeepSpeedConfig)
         config: dict = {}
@@ -467,7 +468,7 @@ class _Clock:
 
 def test_step_timer_leaves_the_evaluation_out_of_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = _Clock()
-    monkeypatch.setattr(callbacks.time, "perf_counter", clock)
+    monkeypatch.setattr(step_timer.time, "perf_counter", clock)
 
     class Trainer:
         def __init__(self) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from proofcheck.app.demo import DemoConfig, before_after, learning_verdict
 from proofcheck.metrics import eval_metrics
-from proofcheck.train.callbacks import StepTimer
+from proofcheck.train.step_timer import StepTimer
 
 
 def _proof(pid: str, correct: bool, fes: int, trials: list[tuple[bool, int | None]]) -> dict:
@@ -99,10 +99,10 @@ STEPS = [(50.0, 9.0, 20.0, 30.0), (2.0, 0.5, 1.0, 4.0), (2.0, 0.5, 1.0, 5.0), (2
 
 
 def test_step_timer_splits_the_step_and_keeps_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    from proofcheck.train import callbacks
+    from proofcheck.train import step_timer
 
     clock = _Clock()
-    monkeypatch.setattr(callbacks.time, "perf_counter", clock)
+    monkeypatch.setattr(step_timer.time, "perf_counter", clock)
     trainer = _FakeTrainer(clock)
     timer = StepTimer(trainer)
     for gen, sync, reward, train in STEPS:

@@ -8,7 +8,7 @@ import pytest
 
 from proofcheck.parsing import format_verdict
 from proofcheck.reward.functions import FormatReward, MetaVerifierReward
-from proofcheck.train.callbacks import _finish_and_text
+from proofcheck.train.eval_generation import _finish_and_text
 from proofcheck.verification import parse_pass
 
 TEXT = format_verdict("step 1 is wrong", [(1, "bad")], 1)
