@@ -1,0 +1,98 @@
+"""The ablation's sizes and arms (`AblateConfig`, `ARMS`, the overrides that make an arm), and the small
+helpers every stage uses: the console, the logged subprocess runner, a JSONL writer."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+INCENTIVE_ARMS = ("training", "benchmark", "balanced", "polarity")
+ARMS = (*INCENTIVE_ARMS, "repaired", "sft_control")
+REFERENCE = "training"
+TITLES = {"training": "(a) graded, training scale 1/0.5/0.25/0 (the paper's)",
+          "benchmark": "(b) graded, benchmark scale 1/0.75/0.5/0",
+          "balanced": "(c) balanced: right polarity 1, a rejection's grade centred per group",
+          "polarity": "(d) polarity only: 1 if accept/reject is right",
+          "repaired": "data: repaired positives in place of valid rows, same row count (training scale)",
+          "sft_control": "control: SFT continued for the GRPO stage's wall-clock time (steps: SFT steps)"}
+OVERRIDES = {**{a: ["--reward_scale", a] for a in INCENTIVE_ARMS}, "repaired": [], "sft_control": []}
+MIN_RUN_S = 240.0     # a GRPO run shorter than this is mostly its fixed cost (start, evaluation, save)
+CONTROL_RUNS = 1.5    # the SFT control costs about 1.5 GRPO runs (its SFT + a one-step evaluation run)
+KPASS_RESERVE_S = 300.0
+
+
+@dataclass
+class AblateConfig:
+    """Sizes of one ablation run. `quick()` fits 30 minutes; the defaults are the full one."""
+
+    model: str = "smollm2"
+    out: Path = Path("runs/ablate")
+    report_dir: Path = REPO / "benchmarks"
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    steps: int = 32               # GRPO steps of every arm (the most, with a budget)
+    budget_s: float | None = None  # the whole run's wall clock; None: no fitting (every seed, `steps` steps)
+    sft_tasks: int = 256
+    sft_steps: int = 48
+    sft_lr: float = 1e-3
+    sft_lora_r: int = 16
+    grpo_tasks: int = 512
+    grpo_lr: float = 3e-4
+    eval_tasks: int = 128
+    eval_passes: int = 4
+    repair_pairs: int = 32        # flawed proofs sent to the repair path
+    repaired_share: float = 0.25  # of the valid training rows replaced by repaired positives
+    kpass_tasks: int = 64         # held-out proofs of the k-pass curve (the first ones)
+    kpass_max: int = 8
+    max_tokens: int = 160
+    recipe: str = "configs/grpo/smollm2-cpu.yaml"
+    prompt_style: str = "compact"
+    arms: list[str] = field(default_factory=lambda: list(ARMS))
+    extra_overrides: list[str] = field(default_factory=list)  # for every GRPO run (tests: --use_vllm false)
+
+    @classmethod
+    def quick(cls, **kw: Any) -> AblateConfig:
+        base = dict(seeds=[0, 1], steps=24, budget_s=1800.0, sft_steps=32, grpo_tasks=256, eval_tasks=32,
+                    eval_passes=4, repair_pairs=16, kpass_tasks=16,
+                    arms=[a for a in ARMS if a != "repaired"])
+        return cls(**{**base, **kw})
+
+
+def _tiny(cfg: AblateConfig) -> AblateConfig:
+    """The demo's tiny-model settings (`DemoConfig.quick`)."""
+    cfg.recipe, cfg.sft_lr, cfg.sft_lora_r, cfg.grpo_lr, cfg.max_tokens = "configs/grpo/tiny-cpu.yaml", 3e-3, 0, 5e-4, 96
+    return cfg
+
+
+def console() -> Any:
+    from rich.console import Console
+
+    return Console()
+
+
+def run_logged(cmd: list[str], log: Path, env: dict[str, str], console: Any) -> float:
+    """Run a subprocess (output kept in `log`, its `[proofcheck]` lines shown); return its seconds."""
+    import os
+    import subprocess
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(log, "w") as f, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                               env={**os.environ, **env}, cwd=REPO) as proc:
+        for line in proc.stdout:
+            f.write(line)
+            if "[proofcheck]" in line or line.startswith("{'loss'"):
+                console.print("  " + line.strip()[:160], style="dim", markup=False, highlight=False)
+    if proc.returncode != 0:
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {proc.returncode}; log {log}:\n{tail}")
+    return time.perf_counter() - t0
+
+
+def jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
