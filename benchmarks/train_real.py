@@ -49,10 +49,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from _figures import REPO, emit, real_model
+
+from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
 
 RECIPE = REPO / "configs" / "grpo" / "smollm2-cpu.yaml"
 FULL_LR = 1e-5  # full fine-tuning's learning rate (the LoRA recipe's 3e-4 is an adapter's)
@@ -229,31 +232,59 @@ def main() -> int:
     return 0
 
 
+def side_by_side(model: Path, work: Path, recipe: Path, steps: int, batch: int, generations: int, completion: int,
+                 timeout_s: float | None, variants: dict[str, tuple[str, list[str]]]) -> dict[str, dict[str, Any]]:
+    """The recipe's same short GRPO run (vLLM colocate, the adapter saved, nothing merged) once per variant,
+    `name -> (folder under work, its train/grpo.py flags)`: each run's record (`run_backend`) with its
+    completions per minute (`batch` completions over the median step)."""
+    rows = {}
+    for name, (folder, flags) in variants.items():
+        r = run_backend(model, work / folder, True, steps, batch, generations, completion, recipe,
+                        ["--save_merged", "false", "--save_adapter", "true", *flags], timeout_s=timeout_s)
+        r["completions_per_min"] = round(60.0 * batch / r["split"]["total"], 2)
+        rows[name] = r
+    return rows
+
+
+def side_by_side_table(title: str, key: str, rows: dict[str, dict[str, Any]],
+                       columns: list[tuple[str, Callable[[dict[str, Any]], str]]]) -> None:
+    """`side_by_side`'s runs as a Markdown table under `title`: a row per variant (`key` heads its name),
+    a column per `(header, cell of a run)`."""
+    print(title)
+    print(f"| {key} | " + " | ".join(h for h, _ in columns) + " |\n|---|" + "---:|" * len(columns))
+    for name, r in rows.items():
+        print(f"| {name} | " + " | ".join(cell(r) for _, cell in columns) + " |")
+
+
 def compare_prompt_styles(model: Path, work: Path, recipe: Path, steps: int, batch: int, generations: int,
                           completion: int, extra: list[str], timeout_s: float | None) -> int:
-    """The same GRPO run with the full and the compact verifier prompt: step split, tokens per step,
-    completions per minute, and compact's speed-up over full (measured in this run)."""
-    rows = {}
-    for style in ("full", "compact"):
-        r = run_backend(model, work / f"style-{style}", True, steps, batch, generations, completion, recipe,
-                        ["--save_merged", "false", "--save_adapter", "true", "--prompt_style", style, *extra],
-                        timeout_s=timeout_s)
-        r["completions_per_min"] = round(60.0 * batch / r["split"]["total"], 2)
-        rows[style] = r
-    speedup = round(rows["compact"]["completions_per_min"] / rows["full"]["completions_per_min"], 3)
+    """The same GRPO run with every verifier prompt style (the default, full, and compact): step split, tokens
+    per step, completions per minute, and compact's speed-up over full (measured in this run)."""
+    base = DEFAULT_PROMPT_STYLE
+    rows = side_by_side(model, work, recipe, steps, batch, generations, completion, timeout_s,
+                        {style: (f"style-{style}", ["--prompt_style", style, *extra]) for style in PROMPT_STYLES})
+    other = next(s for s in PROMPT_STYLES if s != base)
+    speedup = round(rows[other]["completions_per_min"] / rows[base]["completions_per_min"], 3)
     emit({"train.prompt_style_completions_per_min": {k: r["completions_per_min"] for k, r in rows.items()},
           "train.prompt_style_step_split_s": {k: r["split"] for k, r in rows.items()},
           "train.prompt_style_speedup": speedup})
-    print(f"\n### train_real --compare-prompt-styles: GRPO on {model.name}, {recipe.name}, vLLM colocate; median of "
-          f"{max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens per step\n")
-    print("| prompt_style | tokens/step | generation s | log-probs+backward+optimizer s | step s | completions/min "
-          "| vs full |\n|---|---:|---:|---:|---:|---:|---:|")
-    for style, r in rows.items():
-        sp = r["split"]
-        tok = f"{r['tokens_per_step']:.0f}" if r["tokens_per_step"] else "n/a"
-        print(f"| {style} | {tok} | {sp['generation']:.1f} | {sp['train']:.1f} | {sp['total']:.1f} "
-              f"| {r['completions_per_min']:.1f} | {r['completions_per_min'] / rows['full']['completions_per_min']:.2f}x |")
+    side_by_side_table(
+        f"\n### train_real --compare-prompt-styles: GRPO on {model.name}, {recipe.name}, vLLM colocate; median of "
+        f"{max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens per step\n",
+        "prompt_style", rows,
+        [("tokens/step", lambda r: f"{r['tokens_per_step']:.0f}" if r["tokens_per_step"] else "n/a"),
+         *_step_columns(rows[base], f"vs {base}")])
     return 0
+
+
+def _step_columns(base: dict[str, Any], versus: str) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+    """The columns both side-by-side tables end with: the step split, completions per minute, and the
+    speed-up over the `base` run."""
+    return [("generation s", lambda r: f"{r['split']['generation']:.1f}"),
+            ("log-probs+backward+optimizer s", lambda r: f"{r['split']['train']:.1f}"),
+            ("step s", lambda r: f"{r['split']['total']:.1f}"),
+            ("completions/min", lambda r: f"{r['completions_per_min']:.1f}"),
+            (versus, lambda r: f"{r['completions_per_min'] / base['completions_per_min']:.2f}x")]
 
 
 def step_cost(model: Path, work: Path, recipe: Path, steps: int, batch: int, generations: int, completion: int,
@@ -265,17 +296,14 @@ def step_cost(model: Path, work: Path, recipe: Path, steps: int, batch: int, gen
 
     peak = machine["matmul_peak_flop_s"]
     cost = measure(model, recipe, work)
-    rows = {}
-    for flag in ("false", "true"):
-        r = run_backend(model, work / f"completion-logits-{flag}", True, steps, batch, generations, completion, recipe,
-                        # no uncertainty pool: its refresh (generation on the engine, every few steps) would land in
-                        # one timed step of each run (`--train-arg uncertainty_pool=24` puts it back)
-                        ["--save_merged", "false", "--save_adapter", "true", "--completion_logits", flag,
-                         "--uncertainty_pool", "0", *extra], timeout_s=timeout_s)
-        r["completions_per_min"] = round(60.0 * batch / r["split"]["total"], 2)
+    # no uncertainty pool: its refresh (generation on the engine, every few steps) would land in one timed step
+    # of each run (`--train-arg uncertainty_pool=24` puts it back)
+    rows = side_by_side(model, work, recipe, steps, batch, generations, completion, timeout_s,
+                        {flag: (f"completion-logits-{flag}", ["--completion_logits", flag, "--uncertainty_pool", "0",
+                                                              *extra]) for flag in ("false", "true")})
+    for r in rows.values():
         m = mfu(r, shape, batch, True, lora_layers, peak)
         r["mfu_train"] = round(m, 4) if m is not None else None
-        rows[flag] = r
     speedup = round(rows["true"]["completions_per_min"] / rows["false"]["completions_per_min"], 3)
     figures = {"train.step_cost": cost, "train.completion_logits_runs": rows,
                "train.completion_logits_speedup": speedup,
@@ -287,15 +315,14 @@ def step_cost(model: Path, work: Path, recipe: Path, steps: int, batch: int, gen
     if json_out:
         Path(json_out).write_text(json.dumps(figures, indent=2))
     print_cost(cost, peak, machine)
-    print(f"\n### GRPO on {model.name}, {recipe.name}, vLLM colocate: TRL's log-probabilities vs completion_logits; "
-          f"median of {max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens\n")
-    print("| completion_logits | tokens/step | completion tokens/step | generation s | log-probs+backward+optimizer s "
-          "| step s | completions/min | vs TRL's path | MFU of the training part |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for flag, r in rows.items():
-        sp = r["split"]
-        print(f"| {flag} | {r['tokens_per_step'] or 0:.0f} | {r['completion_tokens_per_step'] or 0:.0f} "
-              f"| {sp['generation']:.1f} | {sp['train']:.1f} | {sp['total']:.1f} | {r['completions_per_min']:.1f} "
-              f"| {r['completions_per_min'] / rows['false']['completions_per_min']:.2f}x | {r['mfu_train'] or 0:.3f} |")
+    side_by_side_table(
+        f"\n### GRPO on {model.name}, {recipe.name}, vLLM colocate: TRL's log-probabilities vs completion_logits; "
+        f"median of {max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens\n",
+        "completion_logits", rows,
+        [("tokens/step", lambda r: f"{r['tokens_per_step'] or 0:.0f}"),
+         ("completion tokens/step", lambda r: f"{r['completion_tokens_per_step'] or 0:.0f}"),
+         *_step_columns(rows["false"], "vs TRL's path"),
+         ("MFU of the training part", lambda r: f"{r['mfu_train'] or 0:.3f}")])
     return 0
 
 

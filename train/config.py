@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
+
 ORIGINS = ("expert", "repaired", "synthetic")
 REWARD_MODES = ("structural", "judge", "hybrid")
 REWARD_SCALES = ("training", "benchmark", "balanced", "polarity")  # proofcheck.reward.levels.INCENTIVES
@@ -76,7 +78,7 @@ class ProofcheckScriptArguments:
         "as `proofcheck score verifier` evaluates (and the release's VerifierBench); turn both on together "
         "(`score verifier --with-reference`). Recorded in run_summary.json and in each saved model folder "
         "(proofcheck_prompt.json); `score verifier` warns when the two settings differ."))
-    prompt_style: str = field(default="full", metadata=_help(
+    prompt_style: str = field(default=DEFAULT_PROMPT_STYLE, metadata=_help(
         "Verifier prompt style (proofcheck.protocol.PROMPT_STYLES): `full` (the long instructions) or `compact` "
         "(~52 fixed tokens instead of ~145 with SmolLM2's tokenizer; problem and proof rendered the same). "
         "Used for training and held-out evaluation prompts, and written into each saved model folder "
@@ -207,8 +209,8 @@ class ProofcheckScriptArguments:
 
     def _check_eval(self) -> list[str]:
         errs = []
-        if self.prompt_style not in ("full", "compact"):  # proofcheck.protocol.PROMPT_STYLES
-            errs.append(f"prompt_style={self.prompt_style!r}: choose one of full, compact")
+        if self.prompt_style not in PROMPT_STYLES:
+            errs.append(f"prompt_style={self.prompt_style!r}: choose one of {', '.join(PROMPT_STYLES)}")
         if not 0.0 <= self.eval_fraction < 1.0:
             errs.append(f"eval_fraction={self.eval_fraction}: must be in [0, 1), e.g. 0.1")
         for name in ("eval_passes", "eval_max_new_tokens", "eval_batch_size"):

@@ -27,7 +27,7 @@ from typing import Any
 
 from proofcheck.data import assembly
 from proofcheck.data.loaders import DataError, annotated_to_dataset, load_records
-from proofcheck.protocol import verifier_messages
+from proofcheck.protocol import DEFAULT_PROMPT_STYLE, verifier_messages
 from proofcheck.schemas import AnnotatedProof
 from proofcheck.train.config import ORIGINS, ConfigError, ProofcheckScriptArguments
 
@@ -44,7 +44,7 @@ class TrainingData:
     pool_counts: dict[str, int] = field(default_factory=dict)
     train_counts: dict[str, int] = field(default_factory=dict)
     with_reference: bool = False  # the prompts show the reference solution (include_reference_solution)
-    prompt_style: str = "full"  # proofcheck.protocol.PROMPT_STYLES (prompt_style)
+    prompt_style: str = DEFAULT_PROMPT_STYLE  # one of proofcheck.protocol.PROMPT_STYLES (prompt_style)
 
     def summary(self) -> dict[str, Any]:
         return {"pool_by_origin": self.pool_counts, "train_by_origin": self.train_counts,
@@ -121,7 +121,7 @@ def synthetic_rows(n: int, seed: int, families: list[str] | None = None) -> list
     return _rows_from_records(records, "synthetic")
 
 
-def add_prompts(rows: list[dict], with_reference: bool, style: str = "full") -> list[dict]:
+def add_prompts(rows: list[dict], with_reference: bool, style: str = DEFAULT_PROMPT_STYLE) -> list[dict]:
     """Add the conversational `prompt` column in prompt `style` (the annotation is never shown to the verifier)."""
     return [{**r, "prompt": verifier_messages(r["problem"], list(r["steps"]),
                                               r["reference_solution"] if with_reference else None, style)}

@@ -150,6 +150,8 @@ def hard_token_weights(losses: Any, gamma: float, floor: float = 0.05) -> Any:
     return (1 - losses.neg().exp()).pow(gamma).clamp_min(floor)
 
 
+FOCAL_GAMMA_NEGATIVE = ("--focal-gamma {gamma}: must be >= 0 (a negative power would weight the tokens the model "
+                        "already gets right most); use 0 for the plain mean loss or e.g. 2 for a focal loss")
 SAVE_RESERVE_S = 15.0   # merging and saving a 135M model after the last step (measured 5-10 s)
 PLAN_FILE = "sft_plan.json"
 
@@ -247,6 +249,8 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     from proofcheck.protocol import prompt_sha256, style_texts
 
     style_texts(prompt_style)  # an unknown style fails before the model loads
+    if focal_gamma < 0:
+        raise ValueError(FOCAL_GAMMA_NEGATIVE.format(gamma=focal_gamma))
     settings = warmup_settings(model, tasks, families, steps=steps, seed=seed, learning_rate=learning_rate,
                                batch_size=batch_size, lora_r=lora_r, lora_layers=lora_layers, prompt_style=prompt_style,
                                **({"focal_gamma": focal_gamma} if focal_gamma else {}))
@@ -346,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
                     "step (`ok` vs `not`) get the gradient the common ones would take. 0 = plain mean")
     ap.add_argument("--seed", type=int, default=0, help="seed")
     args = ap.parse_args(argv)
+    if args.focal_gamma < 0:  # refused before anything loads; 0 is the plain mean, not a silent "off"
+        ap.error(FOCAL_GAMMA_NEGATIVE.format(gamma=args.focal_gamma))
     if args.bf16:
         print("warning: --bf16 is deprecated and will be removed; use --dtype bfloat16", file=sys.stderr)
     try:

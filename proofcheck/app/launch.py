@@ -33,11 +33,45 @@ def grpo_script() -> Path:
     return Path(spec.origin)
 
 
+def shipped_configs() -> Path | None:
+    """The `configs/` folder shipped with proofcheck: the installed package's, else this checkout's."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("proofcheck.configs")
+    except (ImportError, ValueError):
+        spec = None
+    for where in (list(spec.submodule_search_locations or []) if spec else []):
+        if (Path(where) / "grpo").is_dir():
+            return Path(where)
+    checkout = Path(__file__).resolve().parents[2] / "configs"
+    return checkout if checkout.is_dir() else None
+
+
+def resolve_config(value: str, kind: str) -> Path | None:
+    """`value` as a path when it is a file, else the shipped `configs/<kind>/` file of that name
+    (with or without `.yaml`, with or without the `configs/<kind>/` prefix); None when neither exists."""
+    path = Path(value)
+    if path.is_file():
+        return path
+    root = shipped_configs()
+    if root is None:
+        return None
+    for name in (path.name, f"{path.name}.yaml"):
+        if (root / kind / name).is_file():
+            return root / kind / name
+    return None
+
+
+def shipped_names(kind: str) -> list[str]:
+    """The names of the shipped `configs/<kind>/*.yaml` files (for error messages)."""
+    root = shipped_configs()
+    return sorted(p.stem for p in (root / kind).glob("*.yaml")) if root else []
+
+
 def recipe_path(recipe: str | Path) -> Path:
     """A recipe as a file: the path when it is one, else the shipped `configs/grpo/` recipe of that name
     (`configs/grpo/smollm2-cpu.yaml`, `smollm2-cpu`); a FileNotFoundError naming the shipped ones otherwise."""
-    from proofcheck.app.commands.train import resolve_config, shipped_names
-
     found = resolve_config(str(recipe), "grpo")
     if found is None:
         raise FileNotFoundError(f"recipe {recipe}: no such file, and no shipped recipe of that name (shipped: "

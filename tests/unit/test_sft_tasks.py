@@ -50,6 +50,18 @@ def test_sft_cli_refuses_an_unknown_family_before_loading_anything(capsys) -> No
     assert "unknown proof family 'geometry'; choose from chain" in capsys.readouterr().err
 
 
+def test_sft_cli_refuses_a_negative_focal_gamma_naming_the_flag_and_the_fix(capsys) -> None:
+    from proofcheck.train.sft import main, warmup
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--model", "no-such-model", "--out", "unused", "--focal-gamma", "-1"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--focal-gamma -1.0: must be >= 0" in err and "use 0 for the plain mean loss" in err
+    with pytest.raises(ValueError, match="--focal-gamma -0.5: must be >= 0"):  # the function refuses it too
+        warmup("no-such-model", "unused", focal_gamma=-0.5)
+
+
 @pytest.mark.parametrize(("durations", "left", "step", "max_steps", "median", "expected"), [
     ([100.0], 1000.0, 1, 400, 100.0, 11),                  # a slow first step: 1 done + 10 more
     ([100.0, 30.0], 1000.0, 2, 400, 65.0, 17),             # 2 done + 15 more

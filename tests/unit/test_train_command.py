@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from proofcheck.app.cli import build_parser
-from proofcheck.app.commands.train import grpo_script
+from proofcheck.app.launch import grpo_script
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "configs" / "grpo" / "tiny-cpu.yaml")
@@ -86,7 +86,7 @@ def test_plan_runs_the_entry_alone_and_loads_nothing() -> None:
 
 
 def test_recipes_by_name_and_unknown_names() -> None:
-    from proofcheck.app.commands.train import resolve_config, shipped_names
+    from proofcheck.app.launch import resolve_config, shipped_names
 
     assert resolve_config("tiny-cpu", "grpo") == REPO / "configs/grpo/tiny-cpu.yaml"
     assert resolve_config("configs/accelerate/zero3.yaml", "accelerate").is_file()

@@ -112,39 +112,41 @@ def _curate(args: argparse.Namespace, run: Any, what: str) -> tuple[int, dict | 
         return fail(str(e)), None
 
 
-def _select(args: argparse.Namespace) -> int:
+def _report(args: argparse.Namespace, rc: int, s: dict | None, what: str, line: Any) -> int:
+    """A curation run's ending: the exit code of a failed run, else the summary (`--json`) or its one
+    line `line(summary)`, then `finish_run`'s code (incomplete runs say what is missing)."""
     from proofcheck.app.commands._common import finish_run
+
+    if s is None:
+        return rc
+    if args.json:
+        print_json(s)
+    else:
+        print(line(s))
+    return finish_run(s, what)
+
+
+def _select(args: argparse.Namespace) -> int:
     from proofcheck.data.curate import select
 
     rc, s = _curate(args, lambda key: select(
         args.proofs, args.verifier, args.out, repeats=args.repeats, min_entropy=args.min_entropy,
         concurrency=args.concurrency, max_tokens=args.max_tokens, seed=args.seed, resume=args.resume, api_key=key,
         constrain="steps" if args.constrain_format else None), "selection")
-    if s is None:
-        return rc
-    if args.json:
-        print_json(s)
-        return finish_run(s, "selection")
-    print(f"selected {s['n_selected']} of {s['n_candidates']} proofs (entropy >= {s['min_entropy']}; "
-          f"{s['invalid_outputs']} invalid outputs counted apart) -> {args.out}/selected.jsonl, entropy.png")
-    return finish_run(s, "selection")
+    return _report(args, rc, s, "selection", lambda s: (
+        f"selected {s['n_selected']} of {s['n_candidates']} proofs (entropy >= {s['min_entropy']}; "
+        f"{s['invalid_outputs']} invalid outputs counted apart) -> {args.out}/selected.jsonl, entropy.png"))
 
 
 def _repair(args: argparse.Namespace) -> int:
-    from proofcheck.app.commands._common import finish_run
     from proofcheck.data.curate import repair
 
     rc, s = _curate(args, lambda key: repair(
         args.rejected, args.repairer, args.checker, args.out, passes=args.passes, concurrency=args.concurrency,
         check_max_tokens=args.max_tokens, seed=args.seed, resume=args.resume, api_key=key), "repair")
-    if s is None:
-        return rc
-    if args.json:
-        print_json(s)
-        return finish_run(s, "repair")
-    print(f"{s['n_accepted']} of {s['n_rejected_inputs']} repairs accepted ({s['status_counts']}) -> "
-          f"{args.out}/repaired.jsonl")
-    return finish_run(s, "repair")
+    return _report(args, rc, s, "repair", lambda s: (
+        f"{s['n_accepted']} of {s['n_rejected_inputs']} repairs accepted ({s['status_counts']}) -> "
+        f"{args.out}/repaired.jsonl"))
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -14,11 +14,10 @@ import argparse
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 from proofcheck.app.commands._common import EXIT_ERROR, EXIT_USAGE, add_command, fail
-from proofcheck.app.launch import grpo_script
+from proofcheck.app.launch import grpo_script, resolve_config, shipped_names
 
 DESCRIPTION = """\
 Train a verifier with TRL's GRPOTrainer: runs
@@ -44,42 +43,6 @@ trained with, which serve, verify and score verifier default to."""
 
 # accelerate launch options that train/grpo.py has too: the recipe's meaning wins (set accelerate's in its config)
 GRPO_OWNS = frozenset({"debug", "gradient_accumulation_steps", "help"})
-
-
-def shipped_configs() -> Path | None:
-    """The `configs/` folder shipped with proofcheck: the installed package's, else this checkout's."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("proofcheck.configs")
-    except (ImportError, ValueError):
-        spec = None
-    for where in (list(spec.submodule_search_locations or []) if spec else []):
-        if (Path(where) / "grpo").is_dir():
-            return Path(where)
-    checkout = Path(__file__).resolve().parents[3] / "configs"
-    return checkout if checkout.is_dir() else None
-
-
-def resolve_config(value: str, kind: str) -> Path | None:
-    """`value` as a path when it is a file, else the shipped `configs/<kind>/` file of that name
-    (with or without `.yaml`, with or without the `configs/<kind>/` prefix); None when neither exists."""
-    path = Path(value)
-    if path.is_file():
-        return path
-    root = shipped_configs()
-    if root is None:
-        return None
-    for name in (path.name, f"{path.name}.yaml"):
-        if (root / kind / name).is_file():
-            return root / kind / name
-    return None
-
-
-def shipped_names(kind: str) -> list[str]:
-    """The names of the shipped `configs/<kind>/*.yaml` files (for error messages)."""
-    root = shipped_configs()
-    return sorted(p.stem for p in (root / kind).glob("*.yaml")) if root else []
 
 
 def accelerate_options() -> dict[str, int]:
