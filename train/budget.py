@@ -21,6 +21,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from proofcheck.time_budget import units_that_fit
+
 # Merging LoRA into the weights and saving after the last step (SmolLM2-135M: 5-15 s on 2 cores),
 # plus shutting vLLM down.
 SAVE_RESERVE_S = 30.0
@@ -75,7 +77,8 @@ class TimeBudgetCallback(TrainerCallback):
         step = statistics.median(self.step_s)
         tail = self._last_full_eval_s() + self.save_reserve_s
         now = self.clock()
-        stop = now + step + tail > self.budget_s
+        # one more step, then the final evaluation and save, must fit in what is left
+        stop = units_that_fit(self.budget_s - now, step, fixed_s=tail) < 1
         if self._broadcast(stop):
             control.should_training_stop = True
             self.stopped_at = state.global_step
@@ -85,9 +88,10 @@ class TimeBudgetCallback(TrainerCallback):
                 print(f"[proofcheck] budget: stopping after step {state.global_step} of at most "
                       f"{state.max_steps}: {self.reason}", flush=True)
         elif state.is_world_process_zero and len(self.step_s) == 1:
-            fit = state.global_step + int(max(0.0, self.budget_s - now - tail) // max(step, 1e-6))
+            fit = units_that_fit(self.budget_s - now, step, fixed_s=tail, already=state.global_step,
+                                 at_most=state.max_steps)
             print(f"[proofcheck] budget plan: first step {step:.1f} s, {now:.0f} s of {self.budget_s:.0f} s used "
-                  f"-> about {min(fit, state.max_steps)} of at most {state.max_steps} steps", flush=True)
+                  f"-> about {fit} of at most {state.max_steps} steps", flush=True)
         return control
 
     def _broadcast(self, stop: bool) -> bool:

@@ -42,6 +42,7 @@ from typing import Any
 from proofcheck.data.families import family_choice
 from proofcheck.data.loaders import DataError, iter_json_objects
 from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
+from proofcheck.time_budget import units_that_fit
 from proofcheck.train.config import top_layers
 
 LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -159,8 +160,7 @@ PLAN_FILE = "sft_plan.json"
 def steps_that_fit(first_step_s: float, seconds_left: float, max_steps: int, min_steps: int = 1) -> int:
     """How many steps in all (the first one included) fit in `seconds_left` after the first step,
     at the first step's pace; between `min_steps` and `max_steps`."""
-    more = int(max(0.0, seconds_left) // max(first_step_s, 1e-6))
-    return max(min_steps, min(max_steps, 1 + more))
+    return units_that_fit(seconds_left, first_step_s, already=1, at_least=min_steps, at_most=max_steps)
 
 
 def _replan(plan: dict[str, Any], durations: list[float], left: float, step: int, max_steps: int,

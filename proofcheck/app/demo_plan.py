@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proofcheck.app.demo_report import console
+from proofcheck.time_budget import units_that_fit
 
 if TYPE_CHECKING:
     from proofcheck.app.demo import DemoConfig
@@ -121,7 +122,7 @@ class Plan:
         while True:
             self.score_plan_s = self._score_cost(self.passes, self.repeats, unit, items)
             grpo_s = self.left() - self.score_plan_s - self.margin_s
-            fit = int((grpo_s - (GRPO_FIXED_STEPS + GRPO_STEP_STEPS) * unit) // per_task)
+            fit = units_that_fit(grpo_s, per_task, fixed_s=(GRPO_FIXED_STEPS + GRPO_STEP_STEPS) * unit)
             if fit >= low or (self.passes <= 2 and self.repeats == 1):
                 break
             self.passes, self.repeats = max(2, self.passes // 2), 1
