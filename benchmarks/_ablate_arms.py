@@ -15,7 +15,6 @@ from _ablate_config import (
     MIN_RUN_S,
     OVERRIDES,
     REFERENCE,
-    REPO,
     AblateConfig,
     run_logged,
 )
@@ -33,7 +32,7 @@ def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Path, en
     the last step that fits (train/budget.py), at most `cfg.steps`."""
     out = cfg.out / "runs" / f"{name}-s{seed}"
     if not (out / "run_summary.json").is_file():
-        run = GrpoRun(recipe=REPO / cfg.recipe, model=start, output_dir=out, dataset=dataset, max_steps=cfg.steps,
+        run = GrpoRun(recipe=cfg.recipe, model=start, output_dir=out, dataset=dataset, max_steps=cfg.steps,
                       learning_rate=cfg.grpo_lr, seed=seed, prompt_style=cfg.prompt_style, eval_tasks=cfg.eval_tasks,
                       eval_passes=cfg.eval_passes, eval_at_start=at_start, eval_every_steps=0,
                       time_budget_s=budget_s or None, overrides=[*cfg.extra_overrides, *extra])

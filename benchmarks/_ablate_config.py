@@ -4,7 +4,6 @@ helpers every stage uses: the console, the logged subprocess runner, a JSONL wri
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,22 +73,15 @@ def console() -> Any:
 
 
 def run_logged(cmd: list[str], log: Path, env: dict[str, str], console: Any) -> float:
-    """Run a subprocess (output kept in `log`, its `[proofcheck]` lines shown); return its seconds."""
-    import os
-    import subprocess
+    """Run a subprocess with the launcher's runner (output kept in `log`, its `[proofcheck]` and loss lines
+    shown); return its seconds."""
+    from proofcheck.app.launch import run_logged as run
 
-    log.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    with open(log, "w") as f, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                               env={**os.environ, **env}, cwd=REPO) as proc:
-        for line in proc.stdout:
-            f.write(line)
-            if "[proofcheck]" in line or line.startswith("{'loss'"):
-                console.print("  " + line.strip()[:160], style="dim", markup=False, highlight=False)
-    if proc.returncode != 0:
-        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
-        raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {proc.returncode}; log {log}:\n{tail}")
-    return time.perf_counter() - t0
+    def show(line: str) -> None:
+        if "[proofcheck]" in line or line.startswith("{'loss'"):
+            console.print("  " + line.strip()[:160], style="dim", markup=False, highlight=False)
+
+    return run(cmd, log, env, show)
 
 
 def jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -4,11 +4,10 @@ proof on held-out and shipped annotated proofs, the curves averaged over seeds."
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from _ablate_config import REFERENCE, REPO, AblateConfig
+from _ablate_config import REFERENCE, AblateConfig
 
 
 def kpass_samples(cfg: AblateConfig, model: Path, proofs: list[dict[str, Any]], env: dict[str, str],
@@ -16,14 +15,13 @@ def kpass_samples(cfg: AblateConfig, model: Path, proofs: list[dict[str, Any]], 
     """`kpass_max` passes per proof from `proofcheck serve` on `model` (no early stop), as outcomes + tokens."""
     import asyncio
 
+    from proofcheck.app.launch import ServeRun
     from proofcheck.process import ServiceProcess, free_port
     from proofcheck.serve.verifier import make_verifier
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "proofcheck.app.cli", "serve", "--model", str(model), "--port", str(port),
-           "--passes", str(cfg.kpass_max), "--max-tokens", str(cfg.max_tokens)]
-    with ServiceProcess(cmd, url + "/health", cfg.out / "logs" / f"serve-{tag}.log", cwd=REPO, env=env):
+    serve = ServeRun(model=model, port=free_port(), passes=cfg.kpass_max, max_tokens=cfg.max_tokens)
+    url = serve.url
+    with ServiceProcess(serve.command(), url + "/health", cfg.out / "logs" / f"serve-{tag}.log", env=env):
         verifier = make_verifier(endpoint=url)
 
         async def one(p: dict[str, Any], sem: asyncio.Semaphore) -> dict[str, Any]:

@@ -31,9 +31,6 @@ the sizes chosen are printed and recorded in `summary.json` (`plan`).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -57,8 +54,7 @@ from proofcheck.app.demo_report import (
     reward_plot,
     step_split_table,
 )
-
-REPO = Path(__file__).resolve().parents[2]
+from proofcheck.app.launch import GrpoRun, ServeRun, SftRun, run_logged
 
 
 class StageFailed(RuntimeError):
@@ -157,19 +153,10 @@ def _progress(line: str) -> str | None:
     return None
 
 
-def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
-    """Run a subprocess, keep its whole output in `log`, show its progress lines (tail on failure)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as f, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                               env={**os.environ, **(env or {})}, cwd=REPO) as proc:
-        for line in proc.stdout:
-            f.write(line)
-            shown = _progress(line)
-            if shown:
-                console.print(shown, style="dim", markup=False, highlight=False)
-    if proc.returncode != 0:
-        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
-        raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {proc.returncode}; log {log}:\n{tail}")
+def _show(line: str) -> None:
+    """A subprocess's progress line (`_progress`), shown dim."""
+    if shown := _progress(line):
+        console.print(shown, style="dim", markup=False, highlight=False)
 
 
 def _validate_samples() -> dict[str, list]:
@@ -237,23 +224,24 @@ def _show_curriculum(data: Path) -> None:
         console.print(f"  {name:5s} {card['sizes'][name]:4d} tasks: " + "; ".join(parts))
 
 
+def sft_run(cfg: DemoConfig, base: Path, data: Path, budget_s: float) -> SftRun:
+    """The demo's SFT warm-up (`proofcheck.app.launch.SftRun`) on its curriculum's SFT set."""
+    return SftRun(model=base, out=cfg.workdir / "sft", data=data / "sft.jsonl", steps=cfg.sft_steps, lr=cfg.sft_lr,
+                  lora_r=cfg.sft_lora_r, seed=cfg.seed, prompt_style=cfg.prompt_style, time_budget_s=budget_s,
+                  lora_layers=cfg.sft_lora_layers)
+
+
 def _sft(cfg: DemoConfig, base: Path, data: Path, budget_s: float, env: dict[str, str]) -> Path:
     out = cfg.workdir / "sft"
     if not (out / "sft_plan.json").is_file():  # written last: a killed warm-up is trained again
-        from proofcheck.app.launch import SftRun
-
-        run = SftRun(model=base, out=out, data=data / "sft.jsonl", steps=cfg.sft_steps, lr=cfg.sft_lr,
-                     lora_r=cfg.sft_lora_r, seed=cfg.seed, prompt_style=cfg.prompt_style, time_budget_s=budget_s,
-                     lora_layers=cfg.sft_lora_layers)
-        _run(run.command(), cfg.workdir / "logs" / "sft.log", env)
+        run_logged(sft_run(cfg, base, data, budget_s).command(), cfg.workdir / "logs" / "sft.log", env, _show)
     return out
 
 
-def grpo_run(cfg: DemoConfig, sft: Path, data: Path, budget_s: float) -> Any:
-    """The demo's GRPO run (`proofcheck.app.launch.GrpoRun`): its recipe plus the demo's sizes, on its curriculum."""
-    from proofcheck.app.launch import GrpoRun
-
-    return GrpoRun(recipe=REPO / cfg.recipe, model=sft, output_dir=cfg.workdir / "grpo", dataset=data / "dataset",
+def grpo_run(cfg: DemoConfig, sft: Path, data: Path, budget_s: float) -> GrpoRun:
+    """The demo's GRPO run (`proofcheck.app.launch.GrpoRun`): its recipe (a path, else the shipped recipe of
+    that name: `configs/grpo/smollm2-cpu.yaml` needs no checkout) plus the demo's sizes, on its curriculum."""
+    return GrpoRun(recipe=cfg.recipe, model=sft, output_dir=cfg.workdir / "grpo", dataset=data / "dataset",
                    max_steps=cfg.grpo_steps, learning_rate=cfg.grpo_lr, seed=cfg.seed, prompt_style=cfg.prompt_style,
                    eval_tasks=cfg.eval_tasks, eval_passes=cfg.eval_passes, eval_at_start=True,
                    eval_every_steps=cfg.curve_every, eval_curve_samples=min(cfg.curve_tasks, cfg.eval_tasks),
@@ -263,7 +251,7 @@ def grpo_run(cfg: DemoConfig, sft: Path, data: Path, budget_s: float) -> Any:
 def _grpo(cfg: DemoConfig, sft: Path, data: Path, budget_s: float, env: dict[str, str]) -> dict[str, Any]:
     out = cfg.workdir / "grpo"
     if not (out / "run_summary.json").is_file():
-        _run(grpo_run(cfg, sft, data, budget_s).command(), cfg.workdir / "logs" / "grpo.log", env)
+        run_logged(grpo_run(cfg, sft, data, budget_s).command(), cfg.workdir / "logs" / "grpo.log", env, _show)
     summary = json.loads((out / "run_summary.json").read_text())
     reward_plot(summary, cfg.workdir / "reward_per_step.png")
     curve_plot(summary, cfg.workdir / "learning_curve.png")
@@ -296,12 +284,10 @@ def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[
     from proofcheck.process import ServiceProcess, free_port
     from proofcheck.serve.verifier import make_verifier
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    serve = ServeRun(model=model, port=free_port(), passes=cfg.passes, max_tokens=cfg.max_tokens)
+    url = serve.url
     conc = score_concurrency(cfg.passes)
-    cmd = [sys.executable, "-m", "proofcheck.app.cli", "serve", "--model", str(model), "--port", str(port),
-           "--passes", str(cfg.passes), "--max-tokens", str(cfg.max_tokens)]
-    with ServiceProcess(cmd, url + "/health", cfg.workdir / "logs" / "serve.log", cwd=REPO, env=env) as svc:
+    with ServiceProcess(serve.command(), url + "/health", cfg.workdir / "logs" / "serve.log", env=env) as svc:
         console.print(f"  verification service up at {url} (log {svc.log_path})")
         prover = score_prover(str(SAMPLES_DIR / "problems.jsonl"), str(SAMPLES_DIR / "submissions.jsonl"),
                               make_verifier(endpoint=url), f"demo:{model}", cfg.workdir / "prover",

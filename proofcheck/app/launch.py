@@ -1,10 +1,13 @@
-"""One launcher: the SFT warm-up and GRPO command lines the demo, the ablations and `proofcheck train` run.
+"""One launcher: the SFT warm-up, GRPO and serving command lines the demo, the ablations and `proofcheck
+train` run, and the one runner that runs them with their output in a log.
 
-A run is a typed value (`SftRun`, `GrpoRun`) and `command()` turns it into the argument list, so the
-flags the demo and `benchmarks/ablate.py` pass are written once. The entry scripts are found in the
-installed package (`grpo_script`: `proofcheck.train.grpo`'s file; the warm-up runs as
-`python -m proofcheck.train.sft`) and a recipe is a path or a shipped name (`recipe_path`), so a
-launch works from any working directory, as `proofcheck train` does.
+A run is a typed value (`SftRun`, `GrpoRun`, `ServeRun`) and `command()` turns it into the argument list,
+so the flags the demo and `benchmarks/ablate.py` pass are written once. The entry points are found in
+the installed package (`grpo_script`: `proofcheck.train.grpo`'s file; the warm-up runs as
+`python -m proofcheck.train.sft`, serving as `python -m proofcheck.app.cli serve`) and a recipe is a path
+or a shipped name (`recipe_path`: the package data `proofcheck.configs`), so a launch needs no checkout
+and works from any working directory, as `proofcheck train` does. `run_logged` runs a command in the
+caller's working directory: a relative path means the same to the caller and to the run.
 
 A GRPO run trains on a dataset folder with train/eval splits that the caller wrote (the curriculum),
 so train/grpo.py's own assembly is switched off (`--synthetic_count 0 --mix_ratios 0 0 1
@@ -18,7 +21,11 @@ Example:
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,3 +144,40 @@ class GrpoRun:
                 "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(self.seed)]
         cmd += ["--time_budget_s", f"{self.time_budget_s:.0f}"] if self.time_budget_s is not None else []
         return [*cmd, *self.overrides]
+
+
+@dataclass
+class ServeRun:
+    """`proofcheck serve` on a trained model folder (the demo's scoring, the ablations' k-pass curve)."""
+
+    model: str | Path
+    port: int
+    passes: int
+    max_tokens: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "proofcheck.app.cli", "serve", "--model", str(self.model),
+                "--port", str(self.port), "--passes", str(self.passes), "--max-tokens", str(self.max_tokens)]
+
+
+def run_logged(cmd: list[str], log: str | Path, env: dict[str, str] | None = None,
+               show: Callable[[str], None] | None = None) -> float:
+    """Run `cmd` to its end in this working directory, its whole output kept in `log` and every line
+    passed to `show` (progress); returns its seconds. A failure raises RuntimeError with the log's tail."""
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(log, "w") as f, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                               env={**os.environ, **(env or {})}) as proc:
+        for line in proc.stdout:
+            f.write(line)
+            if show is not None:
+                show(line)
+    if proc.returncode != 0:
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        raise RuntimeError(f"`{' '.join(cmd[:4])} ...` exited {proc.returncode}; log {log}:\n{tail}")
+    return time.perf_counter() - t0
