@@ -20,9 +20,10 @@ from _ablate_config import (
 )
 
 from proofcheck.app.launch import GrpoRun, SftRun
+from proofcheck.data.assembly import Curriculum
 
 
-def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Path, env: dict[str, str],
+def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Curriculum, env: dict[str, str],
          console: Any, extra: list[str], at_start: bool = False, budget_s: float | None = None) -> dict[str, Any]:
     """One `train/grpo.py` run as the demo drives it; returns its run_summary.json plus wall seconds.
 
@@ -81,7 +82,7 @@ def size_runs(cfg: AblateConfig, left_s: float | None) -> dict[str, Any]:
     return {"seeds": seeds, "run_budget_s": round(share), "cut": cut}
 
 
-def train_arms(cfg: AblateConfig, start: Path, datasets: dict[str, Path], plain: Path, gold: Path,
+def train_arms(cfg: AblateConfig, start: Path, datasets: dict[str, Curriculum], plain: Curriculum, gold: Path,
                env: dict[str, str], console: Any, stage: Any, t_start: float
                ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
     """Every seed's GRPO arms and SFT control from the one SFT start; returns the runs and the sizing.
@@ -117,7 +118,7 @@ def train_arms(cfg: AblateConfig, start: Path, datasets: dict[str, Path], plain:
     return runs, sizing
 
 
-def sft_control(cfg: AblateConfig, seed: int, start: Path, plain: Path, gold: Path, reference: dict[str, Any] | None,
+def sft_control(cfg: AblateConfig, seed: int, start: Path, plain: Curriculum, gold: Path, reference: dict[str, Any] | None,
                 env: dict[str, str], console: Any, stage: Any) -> dict[str, Any]:
     """SFT continued from the start for the reference arm's training time, evaluated as every arm is."""
     if reference is None:

@@ -8,8 +8,8 @@ ablations show"), with the data arm, the SFT control and the k-pass rule.
 On the CPU curriculum of `proofcheck demo` (`data.synth.disjoint_splits`, every family; held-out and dev
 sets drawn first) and one SFT warm-up (`proofcheck.train.sft`) that every arm starts from, it runs
 `train/grpo.py` with the demo's recipe (configs/grpo/smollm2-cpu.yaml, tiny-cpu.yaml for `--model tiny`),
-the demo's dataset folder and overrides, for each seed of each arm, with the same steps and seeds; the
-arms differ only by overrides:
+a curriculum folder written as the demo's (`data.assembly.write_curriculum`) and the demo's overrides, for
+each seed of each arm, with the same steps and seeds; the arms differ only by overrides:
   training        `--reward_scale training`: the paper's scale (1/0.5/0.25/0), the reference arm;
   benchmark       `--reward_scale benchmark` (1/0.75/0.5/0);
   balanced        `--reward_scale balanced`: right polarity 1, a rejection's grade centred per group;
@@ -67,6 +67,7 @@ from _ablate_kpass import kpass_report
 from _ablate_repair import repaired_positives, with_repaired
 
 from proofcheck.app.launch import SftRun
+from proofcheck.data.assembly import write_curriculum
 
 
 def build_curriculum(cfg: AblateConfig) -> dict[str, list[dict[str, Any]]]:
@@ -76,20 +77,6 @@ def build_curriculum(cfg: AblateConfig) -> dict[str, list[dict[str, Any]]]:
     sizes = {"eval": cfg.eval_tasks, "dev": 16, "sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks,
              "repair": 2 * cfg.repair_pairs}
     return disjoint_splits(sizes, seed=0, families="all")
-
-
-def write_dataset(folder: Path, train: list[dict[str, Any]], held_out: list[dict[str, Any]]) -> Path:
-    """The demo's dataset folder: a DatasetDict with `train` and `eval` splits."""
-    import datasets
-
-    from proofcheck.data.loaders import annotated_to_dataset
-    from proofcheck.schemas import AnnotatedProof
-
-    if not (folder / "dataset_dict.json").is_file():
-        dd = datasets.DatasetDict({s: annotated_to_dataset([AnnotatedProof.model_validate(t) for t in rows])
-                                   for s, rows in (("train", train), ("eval", held_out))})
-        dd.save_to_disk(str(folder))
-    return folder
 
 
 def choose_incentive(report: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +156,7 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     data = cfg.out / "data"
     for name in ("eval", "sft", "grpo"):
         jsonl(data / f"{name}.jsonl", sets[name])
-    plain = write_dataset(data / "dataset", sets["grpo"], sets["eval"])
+    plain = write_curriculum(data / "dataset", sets["grpo"], sets["eval"])
     sft_dir = cfg.out / "sft"
 
     def sft() -> Path:
@@ -190,7 +177,7 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
             raise RuntimeError(f"the repair path accepted no repaired positive ({rsum.get('status_counts')}); "
                                f"see {cfg.out / 'repair'}")
         jsonl(data / "grpo_repaired.jsonl", train)
-        datasets["repaired"] = write_dataset(data / "dataset_repaired", train, sets["eval"])
+        datasets["repaired"] = write_curriculum(data / "dataset_repaired", train, sets["eval"])
         repair_info = {**{k: rsum.get(k) for k in ("n_rejected_inputs", "n_accepted", "status_counts", "passes")},
                        "repairer_kind": "a deterministic local repairer served over HTTP on 127.0.0.1 (returns "
                                         "the known-valid proof; its checker accepts exactly known-valid proofs)",

@@ -11,6 +11,13 @@
 Both work on any item type through accessor functions (`problem_of`, `origin_of`), so records
 (`AnnotatedProof`) and dataset rows (dicts) follow exactly the same rules.
 
+- **A curriculum** (`write_curriculum`): the training and held-out rows a caller drew itself (the
+  demo's and the ablations' synthetic sets), checked disjoint by problem and written as the dataset
+  folder train/grpo.py reads (`train` and `eval` splits); `Curriculum.train_args` are the data flags
+  that make training take it as written, through these same rules: the eval split is the held-out set
+  (nothing else held out, no synthetic rows added), and the mix's shares are the train split's rows by
+  origin with the split's size, so `mix` keeps every row once, whatever its origin.
+
 Example:
     >>> rows = [{"problem": f"P{i % 4}", "origin": "expert"} for i in range(8)]
     >>> train, held = hold_out(rows, 0.25, seed=0, problem_of=lambda r: r["problem"])
@@ -20,11 +27,15 @@ Example:
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -121,3 +132,61 @@ def polarity_pairs(items: list[T], is_valid: Callable[[T], bool], seed: int) -> 
         out += [v, f] if rng.random() < 0.5 else [f, v]
     n = min(len(valid), len(flawed))
     return out + valid[n:] + flawed[n:]
+
+
+CURRICULUM_FILE = "curriculum.json"  # in the dataset folder, beside datasets' own files
+
+
+@dataclass
+class Curriculum:
+    """A dataset folder written by `write_curriculum`: its training rows by origin and its held-out count."""
+
+    folder: Path
+    train_by_origin: dict[str, int]
+    n_eval: int
+
+    def train_args(self) -> list[str]:
+        """train/grpo.py's data flags that train on the folder as written (see the module docstring)."""
+        n = sum(self.train_by_origin.values())
+        return ["--expert_files", str(self.folder), "--synthetic_count", "0",
+                "--mix_ratios", *(str(self.train_by_origin.get(o, 0)) for o in ORIGINS), "--train_size", str(n),
+                "--eval_fraction", "0"]
+
+
+def write_curriculum(folder: str | Path, train: list[dict[str, Any]], held_out: list[dict[str, Any]],
+                     keep_existing: bool = True) -> Curriculum:
+    """The annotated-proof rows `train` and `held_out` (validated with the record schema) as a dataset folder
+    with `train` and `eval` splits; a ValueError names the problems in both. With `keep_existing` a folder
+    already written is kept as it is (a re-run reuses it); its record (`CURRICULUM_FILE`) is written either way."""
+    from proofcheck.data.loaders import annotated_to_dataset
+    from proofcheck.io import write_json_atomic
+    from proofcheck.schemas import AnnotatedProof
+
+    folder = Path(folder)
+    both = sorted({problem_key(r["problem"]) for r in train} & {problem_key(r["problem"]) for r in held_out})
+    if both:
+        raise ValueError(f"{len(both)} problem(s) in both the training and the held-out rows, e.g. {both[0][:80]!r}: "
+                         "draw the sets disjoint by problem (data.synth.disjoint_splits)")
+    records = {split: [AnnotatedProof.model_validate(r) for r in rows] for split, rows in
+               (("train", train), ("eval", held_out))}
+    if not (keep_existing and (folder / "dataset_dict.json").is_file()):
+        import datasets
+
+        datasets.DatasetDict({split: annotated_to_dataset(recs) for split, recs in records.items()}
+                             ).save_to_disk(str(folder))
+    cur = Curriculum(folder, dict(Counter(r.origin or "expert" for r in records["train"])), len(held_out))
+    write_json_atomic(folder / CURRICULUM_FILE, {"train_by_origin": cur.train_by_origin, "n_eval": cur.n_eval})
+    return cur
+
+
+def read_curriculum(folder: str | Path) -> Curriculum:
+    """The curriculum `write_curriculum` wrote in `folder` (one written before its record existed is counted
+    from its splits)."""
+    folder = Path(folder)
+    if (folder / CURRICULUM_FILE).is_file():
+        rec = json.loads((folder / CURRICULUM_FILE).read_text(encoding="utf-8"))
+        return Curriculum(folder, rec["train_by_origin"], rec["n_eval"])
+    import datasets
+
+    dd = datasets.load_from_disk(str(folder))
+    return Curriculum(folder, dict(Counter(o or "expert" for o in dd["train"]["origin"])), len(dd["eval"]))

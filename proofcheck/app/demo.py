@@ -55,6 +55,7 @@ from proofcheck.app.demo_report import (
     step_split_table,
 )
 from proofcheck.app.launch import GrpoRun, ServeRun, SftRun, run_logged
+from proofcheck.data.assembly import Curriculum, read_curriculum
 
 
 class StageFailed(RuntimeError):
@@ -180,7 +181,9 @@ def _build_model(cfg: DemoConfig) -> Path:
 
 
 def _build_curriculum(cfg: DemoConfig) -> Path:
-    """Write the four task sets as JSONL and the GRPO DatasetDict (train = grpo set, eval = held-out)."""
+    """Write the four task sets as JSONL and the GRPO curriculum (`data.assembly.write_curriculum`: train = the
+    grpo set, eval = the held-out set)."""
+    from proofcheck.data.assembly import write_curriculum
     from proofcheck.data.families import family_names, family_selection
     from proofcheck.data.synth import count_kinds, disjoint_splits
     from proofcheck.io import write_json_atomic
@@ -189,11 +192,6 @@ def _build_curriculum(cfg: DemoConfig) -> Path:
     card = out / "card.json"
     if card.is_file():
         return out
-    import datasets
-
-    from proofcheck.data.loaders import annotated_to_dataset
-    from proofcheck.schemas import AnnotatedProof
-
     sizes = {"sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks, "dev": cfg.dev_tasks, "eval": cfg.eval_tasks}
     if cfg.families or cfg.exclude_family:
         # held-out sets first: a set never depends on the ones after it, so eval and dev are the same
@@ -208,9 +206,8 @@ def _build_curriculum(cfg: DemoConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for name, tasks in sets.items():
         (out / f"{name}.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks), encoding="utf-8")
-    dd = datasets.DatasetDict({split: annotated_to_dataset([AnnotatedProof.model_validate(t) for t in sets[name]])
-                               for split, name in (("train", "grpo"), ("eval", "eval"))})
-    dd.save_to_disk(str(out / "dataset"))
+    # GRPO trains on the grpo set, the eval set held out; written afresh (the card, written last, marks it done)
+    write_curriculum(out / "dataset", sets["grpo"], sets["eval"], keep_existing=False)
     kinds = {name: count_kinds(tasks) for name, tasks in sets.items()}
     write_json_atomic(card, {"sizes": sizes, "kinds": kinds, "seed": cfg.seed, "families": cfg.families,
                              "exclude_family": cfg.exclude_family})
@@ -238,10 +235,10 @@ def _sft(cfg: DemoConfig, base: Path, data: Path, budget_s: float, env: dict[str
     return out
 
 
-def grpo_run(cfg: DemoConfig, sft: Path, data: Path, budget_s: float) -> GrpoRun:
+def grpo_run(cfg: DemoConfig, sft: Path, curriculum: Curriculum, budget_s: float) -> GrpoRun:
     """The demo's GRPO run (`proofcheck.app.launch.GrpoRun`): its recipe (a path, else the shipped recipe of
     that name: `configs/grpo/smollm2-cpu.yaml` needs no checkout) plus the demo's sizes, on its curriculum."""
-    return GrpoRun(recipe=cfg.recipe, model=sft, output_dir=cfg.workdir / "grpo", dataset=data / "dataset",
+    return GrpoRun(recipe=cfg.recipe, model=sft, output_dir=cfg.workdir / "grpo", dataset=curriculum,
                    max_steps=cfg.grpo_steps, learning_rate=cfg.grpo_lr, seed=cfg.seed, prompt_style=cfg.prompt_style,
                    eval_tasks=cfg.eval_tasks, eval_passes=cfg.eval_passes, eval_at_start=True,
                    eval_every_steps=cfg.curve_every, eval_curve_samples=min(cfg.curve_tasks, cfg.eval_tasks),
@@ -251,7 +248,8 @@ def grpo_run(cfg: DemoConfig, sft: Path, data: Path, budget_s: float) -> GrpoRun
 def _grpo(cfg: DemoConfig, sft: Path, data: Path, budget_s: float, env: dict[str, str]) -> dict[str, Any]:
     out = cfg.workdir / "grpo"
     if not (out / "run_summary.json").is_file():
-        run_logged(grpo_run(cfg, sft, data, budget_s).command(), cfg.workdir / "logs" / "grpo.log", env, _show)
+        run = grpo_run(cfg, sft, read_curriculum(data / "dataset"), budget_s)
+        run_logged(run.command(), cfg.workdir / "logs" / "grpo.log", env, _show)
     summary = json.loads((out / "run_summary.json").read_text())
     reward_plot(summary, cfg.workdir / "reward_per_step.png")
     curve_plot(summary, cfg.workdir / "learning_curve.png")

@@ -9,9 +9,9 @@ or a shipped name (`recipe_path`: the package data `proofcheck.configs`), so a l
 and works from any working directory, as `proofcheck train` does. `run_logged` runs a command in the
 caller's working directory: a relative path means the same to the caller and to the run.
 
-A GRPO run trains on a dataset folder with train/eval splits that the caller wrote (the curriculum),
-so train/grpo.py's own assembly is switched off (`--synthetic_count 0 --mix_ratios 0 0 1
---eval_fraction 0`): the held-out split is the caller's.
+A GRPO run trains on a curriculum the caller wrote (`proofcheck.data.assembly.write_curriculum`: a
+dataset folder with train/eval splits) with the data flags that take it as written
+(`Curriculum.train_args`): the held-out split is the caller's, every training row is used once.
 
 Example:
     >>> run = SftRun(model="m", out="o", data="d.jsonl", steps=4, lr=1e-3, lora_r=0, seed=0, prompt_style="compact")
@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from proofcheck.data.assembly import Curriculum
 
 
 def grpo_script() -> Path:
@@ -112,12 +114,12 @@ class SftRun:
 
 @dataclass
 class GrpoRun:
-    """One `train/grpo.py` run on a recipe plus named deltas, trained on the caller's dataset folder."""
+    """One `train/grpo.py` run on a recipe plus named deltas, trained on the caller's curriculum."""
 
     recipe: str | Path
     model: str | Path
     output_dir: str | Path
-    dataset: str | Path                   # a DatasetDict folder: train split, eval split (held out)
+    dataset: Curriculum                   # a DatasetDict folder: train split, eval split (held out)
     max_steps: int
     learning_rate: float
     seed: int
@@ -133,8 +135,7 @@ class GrpoRun:
     def command(self) -> list[str]:
         cmd = [sys.executable, str(grpo_script()), "--config", str(recipe_path(self.recipe)),
                "--model_name_or_path", str(self.model), "--output_dir", str(self.output_dir),
-               "--expert_files", str(self.dataset),
-               "--synthetic_count", "0", "--mix_ratios", "0", "0", "1", "--eval_fraction", "0",
+               *self.dataset.train_args(),
                "--max_steps", str(self.max_steps), "--learning_rate", str(self.learning_rate),
                "--eval_at_start", "true" if self.eval_at_start else "false",
                "--eval_every_steps", str(self.eval_every_steps)]

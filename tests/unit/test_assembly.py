@@ -97,3 +97,57 @@ def test_build_and_training_use_the_same_split(tmp_path: Path) -> None:
     data = build_training_data(ProofcheckScriptArguments(expert_files=[str(src)], eval_fraction=0.25, mix_seed=7,
                                                          eval_max_samples=100))
     assert built_eval and {r["proof_id"] for r in data.eval} == built_eval
+
+
+def _split(n_train: int, n_eval: int) -> tuple[list[dict], list[dict]]:
+    from proofcheck.data.synth import disjoint_splits
+
+    sets = disjoint_splits({"eval": n_eval, "grpo": n_train}, seed=0)
+    return sets["grpo"], sets["eval"]
+
+
+def test_a_curriculum_trains_every_row_once_whatever_its_origin(tmp_path: Path) -> None:
+    """The demo's and the ablations' curricula go through the trainer's own assembly: the eval split is the
+    held-out set and the mix keeps every training row, repaired positives included (a mix of `0 0 1`, the
+    old switch-off, dropped them)."""
+    from proofcheck.train.config import ProofcheckScriptArguments
+    from proofcheck.train.data import build_training_data
+
+    train, held = _split(12, 4)
+    train = [{**t, "origin": "repaired", "proof_id": t["proof_id"] + "-rep"} if i % 4 == 0 and t["is_correct"] else t
+             for i, t in enumerate(train)]
+    cur = assembly.write_curriculum(tmp_path / "dataset", train, held)
+    n_rep = sum(t.get("origin") == "repaired" for t in train)
+    assert n_rep and cur.train_by_origin == {"synthetic": 12 - n_rep, "repaired": n_rep} and cur.n_eval == 4
+    args = cur.train_args()
+    assert args[:4] == ["--expert_files", str(tmp_path / "dataset"), "--synthetic_count", "0"]
+    assert args[4:] == ["--mix_ratios", "0", str(n_rep), str(12 - n_rep), "--train_size", "12", "--eval_fraction", "0"]
+    ratios = [float(x) for x in args[5:8]]
+    data = build_training_data(ProofcheckScriptArguments(expert_files=[str(tmp_path / "dataset")], synthetic_count=0,
+                                                         mix_ratios=ratios, train_size=12, eval_fraction=0.0,
+                                                         eval_max_samples=100))
+    assert sorted(r["proof_id"] for r in data.train) == sorted(t["proof_id"] for t in train)
+    assert sorted(r["proof_id"] for r in data.eval) == sorted(t["proof_id"] for t in held)
+    assert assembly.read_curriculum(tmp_path / "dataset") == cur
+
+
+def test_an_all_synthetic_curriculum_mixes_as_before() -> None:
+    """The demo's curriculum (synthetic rows only): the same training order as the `0 0 1` mix it had."""
+    rows = [{"origin": "synthetic", "problem": f"P{i}", "proof_id": str(i)} for i in range(64)]
+    old = mix(rows, dict(zip(assembly.ORIGINS, (0.0, 0.0, 1.0), strict=True)), None, 3, origin)
+    new = mix(rows, dict(zip(assembly.ORIGINS, (0.0, 0.0, 64.0), strict=True)), 64, 3, origin)
+    assert new == old
+
+
+def test_a_curriculum_refuses_a_problem_in_both_sets(tmp_path: Path) -> None:
+    train, held = _split(4, 2)
+    with pytest.raises(ValueError, match="1 problem\\(s\\) in both"):
+        assembly.write_curriculum(tmp_path / "d", train, [*held, {**train[0], "proof_id": "again"}])
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_curriculum_written_before_its_record_is_read_from_its_splits(tmp_path: Path) -> None:
+    train, held = _split(6, 2)
+    cur = assembly.write_curriculum(tmp_path / "d", train, held)
+    (tmp_path / "d" / assembly.CURRICULUM_FILE).unlink()
+    assert assembly.read_curriculum(tmp_path / "d") == cur

@@ -1,7 +1,8 @@
 """proofcheck.app.launch: the one launcher of the SFT warm-up and GRPO runs (demo, ablations, `proofcheck train`).
 
 The expected command lines are the ones the demo and benchmarks/ablate.py wrote out by hand before
-the launcher existed (flag for flag), so moving them here changed no run.
+the launcher existed (flag for flag), so moving them here changed no run; the data flags since come
+from the curriculum (`Curriculum.train_args`: every training row once, the eval split held out).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 from proofcheck.app.demo import DemoConfig, grpo_run
 from proofcheck.app.launch import GrpoRun, SftRun, grpo_script, recipe_path
+from proofcheck.data.assembly import Curriculum
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "configs" / "grpo" / "smollm2-cpu.yaml")
@@ -20,11 +22,12 @@ RECIPE = str(REPO / "configs" / "grpo" / "smollm2-cpu.yaml")
 
 def test_the_demos_grpo_command_line() -> None:
     cfg = DemoConfig(grpo_overrides=["--use_vllm", "false"])
-    cmd = grpo_run(cfg, Path("sft"), Path("data"), 600.4).command()
+    cur = Curriculum(Path("data") / "dataset", {"synthetic": 512}, 64)
+    cmd = grpo_run(cfg, Path("sft"), cur, 600.4).command()
     assert cmd == [sys.executable, str(grpo_script()), "--config", RECIPE,
                    "--model_name_or_path", "sft", "--output_dir", str(cfg.workdir / "grpo"), "--expert_files",
-                   str(Path("data") / "dataset"), "--synthetic_count", "0", "--mix_ratios", "0", "0", "1",
-                   "--eval_fraction", "0", "--max_steps", str(cfg.grpo_steps), "--learning_rate", str(cfg.grpo_lr),
+                   str(Path("data") / "dataset"), "--synthetic_count", "0", "--mix_ratios", "0", "0", "512",
+                   "--train_size", "512", "--eval_fraction", "0", "--max_steps", str(cfg.grpo_steps), "--learning_rate", str(cfg.grpo_lr),
                    "--eval_at_start", "true", "--eval_every_steps", str(cfg.curve_every), "--eval_curve_samples",
                    str(min(cfg.curve_tasks, cfg.eval_tasks)), "--prompt_style", cfg.prompt_style,
                    "--eval_max_samples", str(cfg.eval_tasks), "--eval_passes", str(cfg.eval_passes),
@@ -37,12 +40,14 @@ def test_the_demos_grpo_command_line() -> None:
     (False, 300.0, ["--time_budget_s", "300"]),    # a budgeted arm
 ])
 def test_an_ablation_arms_grpo_command_line(at_start: bool, budget: float | None, tail: list[str]) -> None:
-    run = GrpoRun(recipe="configs/grpo/smollm2-cpu.yaml", model="start", output_dir="out", dataset="ds",
+    run = GrpoRun(recipe="configs/grpo/smollm2-cpu.yaml", model="start", output_dir="out",
+                  dataset=Curriculum(Path("ds"), {"synthetic": 6, "repaired": 2}, 4),
                   max_steps=12, learning_rate=3e-4, seed=1, prompt_style="compact", eval_tasks=32, eval_passes=4,
                   eval_at_start=at_start, eval_every_steps=0, time_budget_s=budget, overrides=["--reward_scale", "x"])
     assert run.command() == [
         sys.executable, str(grpo_script()), "--config", RECIPE, "--model_name_or_path", "start", "--output_dir", "out",
-        "--expert_files", "ds", "--synthetic_count", "0", "--mix_ratios", "0", "0", "1", "--eval_fraction", "0",
+        "--expert_files", "ds", "--synthetic_count", "0", "--mix_ratios", "0", "2", "6", "--train_size", "8",
+        "--eval_fraction", "0",
         "--max_steps", "12", "--learning_rate", "0.0003", "--eval_at_start", "true" if at_start else "false",
         "--eval_every_steps", "0", "--prompt_style", "compact", "--eval_max_samples", "32", "--eval_passes", "4",
         "--include_reference_solution", "false", "--save_strategy", "no", "--seed", "1", *tail,

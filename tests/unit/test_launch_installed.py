@@ -23,12 +23,14 @@ from pathlib import Path
 import proofcheck
 from proofcheck.app.demo import DemoConfig, grpo_run, sft_run
 from proofcheck.app.launch import ServeRun
+from proofcheck.data.assembly import Curriculum
 out = {"proofcheck": proofcheck.__file__,
        "modules": {m: importlib.util.find_spec(m).origin for m in
                    ("proofcheck.train.sft", "proofcheck.train.grpo", "proofcheck.app.cli")}}
 for name, cfg in (("default", DemoConfig()), ("quick", DemoConfig.quick()), ("full", DemoConfig.full_recipe())):
     data = cfg.workdir / "data"
-    out[name] = {"recipe": cfg.recipe, "grpo": grpo_run(cfg, cfg.workdir / "sft", data, 600.0).command(),
+    cur = Curriculum(data / "dataset", {"synthetic": 8}, 4)
+    out[name] = {"recipe": cfg.recipe, "grpo": grpo_run(cfg, cfg.workdir / "sft", cur, 600.0).command(),
                  "sft": sft_run(cfg, cfg.workdir / "model", data, 300.0).command()}
 out["serve"] = ServeRun(model="runs/demo/grpo/merged", port=8765, passes=2, max_tokens=8).command()
 print(json.dumps(out))
