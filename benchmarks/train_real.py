@@ -234,9 +234,8 @@ def main() -> int:
 
 def side_by_side(model: Path, work: Path, recipe: Path, steps: int, batch: int, generations: int, completion: int,
                  timeout_s: float | None, variants: dict[str, tuple[str, list[str]]]) -> dict[str, dict[str, Any]]:
-    """The recipe's same short GRPO run (vLLM colocate, the adapter saved, nothing merged) once per variant,
-    `name -> (folder under work, its train/grpo.py flags)`: each run's record (`run_backend`) with its
-    completions per minute (`batch` completions over the median step)."""
+    """The recipe's short GRPO run (vLLM colocate, adapter saved) once per variant `name -> (folder, flags)`:
+    each run's record (`run_backend`) with its completions per minute (`batch` over the median step)."""
     rows = {}
     for name, (folder, flags) in variants.items():
         r = run_backend(model, work / folder, True, steps, batch, generations, completion, recipe,
@@ -248,8 +247,7 @@ def side_by_side(model: Path, work: Path, recipe: Path, steps: int, batch: int, 
 
 def side_by_side_table(title: str, key: str, rows: dict[str, dict[str, Any]],
                        columns: list[tuple[str, Callable[[dict[str, Any]], str]]]) -> None:
-    """`side_by_side`'s runs as a Markdown table under `title`: a row per variant (`key` heads its name),
-    a column per `(header, cell of a run)`."""
+    """`side_by_side`'s runs as a Markdown table: a row per variant (named under `key`), a column per cell."""
     print(title)
     print(f"| {key} | " + " | ".join(h for h, _ in columns) + " |\n|---|" + "---:|" * len(columns))
     for name, r in rows.items():
@@ -278,8 +276,7 @@ def compare_prompt_styles(model: Path, work: Path, recipe: Path, steps: int, bat
 
 
 def _step_columns(base: dict[str, Any], versus: str) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
-    """The columns both side-by-side tables end with: the step split, completions per minute, and the
-    speed-up over the `base` run."""
+    """The columns both side-by-side tables end with: step split, completions/min, speed-up over `base`."""
     return [("generation s", lambda r: f"{r['split']['generation']:.1f}"),
             ("log-probs+backward+optimizer s", lambda r: f"{r['split']['train']:.1f}"),
             ("step s", lambda r: f"{r['split']['total']:.1f}"),
