@@ -47,6 +47,8 @@ def test_every_arm_trains_evaluates_and_lands_in_the_report(tmp_path):
         assert summary["global_step"] == 1, arm
         assert [e["step"] for e in summary["eval_history"]] == ([0, 1] if arm == "training" else [1]), arm
         scale = arm if arm != "repaired" else None
+        if arm == "repaired":  # its repaired positives are trained on (the curriculum keeps every row once)
+            assert summary["data"]["train_by_origin"].get("repaired", 0) >= 1, summary["data"]
         assert (["--reward_scale", scale] if scale else []) == summary["ablate_overrides"][:2 if scale else 0], arm
         diag = summary["step_diagnostics"]
         # one prompt a step at these sizes: its class's accept rate, the level mix and TRL's spread/length keys
