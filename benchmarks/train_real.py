@@ -29,7 +29,8 @@ With `--step-cost` it says where a GRPO step's training time goes and what remov
 run on one model and host (`_train_cost.py`): SFT's step and GRPO's training pass (TRL's fused LM head and
 `completion_logits`) per real token (padded positions and loss tokens counted apart), their MFU, a
 torch.profiler table of GRPO's training pass before and after; then the LoRA recipe with vLLM colocate
-twice, `completion_logits: false` (TRL's path, the baseline) and `true`, side by side: step split,
+twice, side by side: the old path (`completion_logits: false`, TRL's log-probabilities, and
+`vllm_cpu_packed_kernels: false`, plain F.linear generation) and the new (both true): step split,
 completions per minute, their ratio (`train.completion_logits_speedup`) and the training part's MFU.
 
     .venv/bin/python benchmarks/train_real.py [--quick] [--model DIR] [--steps N]
@@ -181,7 +182,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--compare-prompt-styles", action="store_true", help="instead: the LoRA recipe with vLLM, "
                     "prompt_style full (baseline) vs compact; completions per minute and their ratio")
     ap.add_argument("--step-cost", action="store_true", help="instead: SFT vs GRPO per token, the GRPO profile "
-                    "before/after, and the LoRA recipe with vLLM with completion_logits false (baseline) vs true")
+                    "before/after, and the LoRA recipe with vLLM with the old path (completion_logits and vllm_cpu_packed_kernels false) vs the new")
     ap.add_argument("--json", help="with --step-cost: also write its figures to this JSON file")
     ap.add_argument("--timeout", type=float, default=None, help="seconds each GRPO run may take before it is killed "
                     "with its engine processes and the benchmark stops with a message (default: no limit)")
@@ -288,7 +289,7 @@ def step_cost(model: Path, work: Path, recipe: Path, steps: int, batch: int, gen
               extra: list[str], timeout_s: float | None, shape: Any, machine: dict[str, Any], lora_layers: int | None,
               json_out: str | None) -> int:
     """`--step-cost`: the per-token table and profile (`_train_cost.measure`), then the recipe's GRPO step with
-    TRL's path and with `completion_logits`, side by side (completions per minute, MFU of the training part)."""
+    the old path and the new (`completion_logits` + `vllm_cpu_packed_kernels`), side by side (completions per minute, MFU of the training part)."""
     from _train_cost import measure, print_cost
 
     peak = machine["matmul_peak_flop_s"]
@@ -296,8 +297,9 @@ def step_cost(model: Path, work: Path, recipe: Path, steps: int, batch: int, gen
     # no uncertainty pool: its refresh (generation on the engine, every few steps) would land in one timed step
     # of each run (`--train-arg uncertainty_pool=24` puts it back)
     rows = side_by_side(model, work, recipe, steps, batch, generations, completion, timeout_s,
-                        {flag: (f"completion-logits-{flag}", ["--completion_logits", flag, "--uncertainty_pool", "0",
-                                                              *extra]) for flag in ("false", "true")})
+                        {flag: (f"completion-logits-{flag}", ["--completion_logits", flag, "--vllm_cpu_packed_kernels",
+                                                              flag, "--uncertainty_pool", "0", *extra])
+                         for flag in ("false", "true")})
     for r in rows.values():
         m = mfu(r, shape, batch, True, lora_layers, peak)
         r["mfu_train"] = round(m, 4) if m is not None else None
@@ -313,12 +315,12 @@ def step_cost(model: Path, work: Path, recipe: Path, steps: int, batch: int, gen
         Path(json_out).write_text(json.dumps(figures, indent=2))
     print_cost(cost, peak, machine)
     side_by_side_table(
-        f"\n### GRPO on {model.name}, {recipe.name}, vLLM colocate: TRL's log-probabilities vs completion_logits; "
-        f"median of {max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens\n",
+        f"\n### GRPO on {model.name}, {recipe.name}, vLLM colocate: the old path (TRL's log-probabilities, plain "
+        f"F.linear generation) vs completion_logits + packed kernels; median of {max(steps - 1, 1)} step(s) after a warm-up; {batch} completions of <= {completion} tokens\n",
         "completion_logits", rows,
         [("tokens/step", lambda r: f"{r['tokens_per_step'] or 0:.0f}"),
          ("completion tokens/step", lambda r: f"{r['completion_tokens_per_step'] or 0:.0f}"),
-         *_step_columns(rows["false"], "vs TRL's path"),
+         *_step_columns(rows["false"], "vs the old path"),
          ("MFU of the training part", lambda r: f"{r['mfu_train'] or 0:.3f}")])
     return 0
 

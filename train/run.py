@@ -78,7 +78,8 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
 
         # vLLM computes in the dtype training resolved (`bf16: auto` -> proofcheck.precision)
         apply_vllm_cpu_fix(dtype="bfloat16" if training.bf16 else "float32",
-                           min_num_seqs=min(256, script.eval_max_samples * script.eval_passes))
+                           min_num_seqs=min(256, script.eval_max_samples * script.eval_passes),
+                           packed=script.vllm_cpu_packed_kernels)
     training.model_init_kwargs = _model_init_kwargs(training, model_args)
     eval_ds = to_dataset(data.eval) if data.eval and training.eval_strategy != "no" else None
     from proofcheck.train.uncertainty import trainer_class

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -298,17 +299,40 @@ def _as_vllm(hf: dict) -> dict:
     return out
 
 
+def _assert_engine_computes_with_its_weights(trainer: Any) -> None:
+    """Every GEMM layer of the colocated engine gives F.linear's result on its current `weight` (bf16
+    tolerance): its kernel (packed or not) reads the weights the last sync wrote."""
+    import torch
+
+    engine_model = trainer.vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
+    checked = 0
+    for name, module in engine_model.named_modules():
+        weight = getattr(module, "weight", None)
+        if not hasattr(module, "cpu_linear") or weight is None or weight.ndim != 2:
+            continue
+        x = torch.randn(5, weight.shape[1], dtype=weight.dtype, generator=torch.Generator().manual_seed(checked))
+        bias = getattr(module, "bias", None)
+        want = torch.nn.functional.linear(x.float(), weight.float(), None if bias is None else bias.float())
+        got = module.cpu_linear(x, weight, bias).float()
+        assert torch.allclose(got, want, atol=0.05 * want.abs().max().item(), rtol=0.02), name
+        checked += 1
+    assert checked >= 4  # qkv, o, gate_up and down at least
+
+
 def test_vllm_colocate_syncs_trained_weights_into_the_engine(tiny_model: Path, tmp_path: Path, test_rewards: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
+    from trl.generation.vllm_generation import VLLMGeneration
     from vllm.model_executor.layers import utils as vllm_layer_utils
 
     from proofcheck.train.args import parse
     from proofcheck.train.run import build_trainer, shutdown_colocated_vllm
 
-    # keep this test's process-wide changes local: vLLM's dispatch (patched by vllm_cpu_fix), TRL's env vars
+    # keep this test's process-wide changes local: vLLM's dispatch and TRL's sync (patched by vllm_cpu_fix),
+    # TRL's env vars
     monkeypatch.setattr(vllm_layer_utils, "dispatch_cpu_unquantized_gemm",
                         vllm_layer_utils.dispatch_cpu_unquantized_gemm)
+    monkeypatch.setattr(VLLMGeneration, "sync_weights", VLLMGeneration.sync_weights)
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
                        ("MASTER_PORT", str(free_port())), ("VLLM_CPU_KVCACHE_SPACE", "1")):
         monkeypatch.setenv(key, value)
@@ -340,6 +364,13 @@ def test_vllm_colocate_syncs_trained_weights_into_the_engine(tiny_model: Path, t
                 assert not value[want.shape[0]:].any()
                 value = value[: want.shape[0]]
             assert torch.equal(value, want), name
+        # the engine computes with them: vLLM's packed kernels were packed again from the synced weights
+        # (vllm_cpu_fix.repack_linear_layers); weights moved well past bf16 rounding, so a stale pack shows
+        with torch.no_grad():
+            for p in trainer.model.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        trainer.vllm_generation.sync_weights()
+        _assert_engine_computes_with_its_weights(trainer)
         logs = [h for h in trainer.state.log_history if "rewards/meta_verifier/mean" in h]
         assert len(logs) == 3 and all("sampling/importance_sampling_ratio/mean" in h for h in logs)
         # the held-out evaluation ran on the colocated engine before the first step and after the last;
