@@ -37,12 +37,6 @@ def _help(text: str) -> dict[str, str]:
     return {"help": text}
 
 
-def _family_names() -> tuple[str, ...]:
-    from proofcheck.data.families import ALL
-
-    return ALL
-
-
 @dataclass
 class ProofcheckScriptArguments:
     """What to train on, how to reward it, how to evaluate and what to save."""
@@ -208,6 +202,8 @@ class ProofcheckScriptArguments:
         return errs
 
     def _check_eval(self) -> list[str]:
+        from proofcheck.data.families import family_names, resolve
+
         errs = []
         if self.prompt_style not in PROMPT_STYLES:
             errs.append(f"prompt_style={self.prompt_style!r}: choose one of {', '.join(PROMPT_STYLES)}")
@@ -220,10 +216,11 @@ class ProofcheckScriptArguments:
             errs.append(f"eval_max_samples={self.eval_max_samples}: must be >= 0 (0 = no k-pass evaluation)")
         if self.eval_curve_samples < 0:
             errs.append(f"eval_curve_samples={self.eval_curve_samples}: must be >= 0 (0 = every evaluation is full)")
-        fams = [f for f in self.synthetic_families if f != "all"]
-        if unknown := [f for f in fams if f not in _family_names()]:
-            errs.append(f"synthetic_families: unknown {', '.join(map(repr, unknown))}; choose from "
-                        f"{', '.join(_family_names())} or `all`")
+        if fams := [f for f in family_names(self.synthetic_families) if f != "all"]:
+            try:
+                resolve(fams)
+            except ValueError as e:  # an unknown family, named with the choices
+                errs.append(f"synthetic_families: {e} or `all`")
         if self.eval_every_steps < 0:
             errs.append(f"eval_every_steps={self.eval_every_steps}: must be >= 0 (0 = only at the end)")
         if self.eval_temperature <= 0:
