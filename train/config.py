@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proofcheck.data.assembly import ORIGINS
 from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
 
-ORIGINS = ("expert", "repaired", "synthetic")
 REWARD_MODES = ("structural", "judge", "hybrid")
 REWARD_SCALES = ("training", "benchmark", "balanced", "polarity")  # proofcheck.reward.levels.INCENTIVES
 
@@ -188,9 +188,9 @@ class ProofcheckScriptArguments:
             errs.append(f"synthetic_count={self.synthetic_count}: must be >= 0")
         if self.mix_ratios is not None:
             r = [float(x) for x in self.mix_ratios]
-            if len(r) != 3 or any(x < 0 for x in r) or sum(r) <= 0:
-                errs.append(f"mix_ratios={self.mix_ratios}: give three non-negative numbers for expert, repaired, "
-                            "synthetic with a positive sum, e.g. `mix_ratios: [0.7, 0.3, 0.0]`")
+            if len(r) != len(ORIGINS) or any(x < 0 for x in r) or sum(r) <= 0:
+                errs.append(f"mix_ratios={self.mix_ratios}: give three non-negative numbers for {', '.join(ORIGINS)} "
+                            "with a positive sum, e.g. `mix_ratios: [0.7, 0.3, 0.0]`")
             else:
                 # availability of each origin depends on the rows' `origin` fields (dataset folders and
                 # JSONL files may hold synthetic rows too): checked when the data loads, before the model
