@@ -25,7 +25,14 @@ from typing import Any, Protocol
 
 from proofcheck.data.loaders import DataError, iter_json_lines, load_records
 from proofcheck.decision import decide
-from proofcheck.metrics import ProofTrials, SubmissionPasses, Trial, prover_metrics, verifier_metrics
+from proofcheck.metrics import (
+    VALID_RATE,
+    ProofTrials,
+    SubmissionPasses,
+    Trial,
+    prover_metrics,
+    verifier_metrics,
+)
 from proofcheck.protocol import ProofFormatError, prompt_sha256
 from proofcheck.rundir import RunDir, errored_passes, file_sha256, fill, latest_records
 from proofcheck.rundir import completeness as run_completeness
@@ -85,9 +92,9 @@ def completeness(records: list[dict], expected: int | None, grader_failures: int
                             problems_without_submission=problems_without_submission)
 
 
-PROVER_SCORES = ("pessimistic", "pass_any_sample", "verifier_valid_rate")
+PROVER_SCORES = ("pessimistic", "pass_any_sample", VALID_RATE)
 VERIFIER_SCORES = ("rough_accuracy", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
-                   "first_error_step_accuracy", "first_error_step_accuracy_incorrect", "verifier_valid_rate",
+                   "first_error_step_accuracy", "first_error_step_accuracy_incorrect", VALID_RATE,
                    "meta_ver_tpr", "meta_ver_tnr", "meta_ver_bal_f1", "meta_score_mean", "meta_valid_rate")
 
 

@@ -24,11 +24,11 @@ import math
 from statistics import fmean
 from typing import Any
 
-from proofcheck.metrics import SHORT_NAMES, standard_error
+from proofcheck.metrics import EVAL_VALID_RATE, SHORT_NAMES, standard_error
 
 # the core's held-out metrics (`EVAL_METRICS`) the ablations compare, in the report's column order: not the
 # reward (the arms' reward scales differ), not discrimination (TPR + TNR - 1 of the columns shown)
-METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate", "kpass_bal_f1",
+METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", EVAL_VALID_RATE, "kpass_bal_f1",
            "kpass_tpr", "kpass_tnr")
 SHORT = {**SHORT_NAMES, "first_error_step_accuracy": "first-error acc."}  # the report has room for the long label
 MDD_FACTOR = 2.8

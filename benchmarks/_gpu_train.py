@@ -119,6 +119,8 @@ def train_stage(settings: dict[str, Any], save: Callable[[dict[str, Any]], None]
     from roofline import Shape
     from transformers import AutoConfig
 
+    from proofcheck.metrics import EVAL_VALID_RATE
+
     work, s = Path(settings["work"]), settings["sizes"]
     out = work / "train"
     argv = grpo_argv(settings, out, s["steps"], 1)
@@ -147,7 +149,7 @@ def train_stage(settings: dict[str, Any], save: Callable[[dict[str, Any]], None]
         res["eval"] = {"proofs": ev.get("n_proofs"), "passes": ev.get("n_passes"), "seconds": ev.get("seconds"),
                        "generation": ev.get("generation"), "max_new_tokens": s["completion"],
                        "passes_per_s": round(ev["n_passes"] / ev["seconds"], 3) if ev.get("seconds") else None,
-                       "valid_rate": ev.get("valid_rate")}
+                       EVAL_VALID_RATE: ev.get(EVAL_VALID_RATE)}
     plan = _read(work / "stages" / "plan.json")
     mem = (summary.get("memory") or {}).get("max_memory_allocated_gib")
     if mem and plan.get("peak_gib"):

@@ -28,14 +28,18 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
-# The held-out evaluation's metrics, in the order the reports show them. `valid_rate` there is
-# VerifierBench's `verifier_valid_rate` (same rule, `proof_valid_rate`): training's logs, its
-# run_summary.json and the demo's summary.json have always used the short key, so the rename is
-# written once, here (`EVAL_RENAMES`), instead of at each caller; the files keep their shape.
-EVAL_RENAMES = {"verifier_valid_rate": "valid_rate"}
-EVAL_METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "discrimination", "valid_rate", "reward_mean",
+# The share of verifier passes that are valid answers (`proof_valid_rate` per proof), under its one name
+# in code: VALID_RATE, VerifierBench's and ProverBench's key. The held-out evaluation files it as
+# EVAL_VALID_RATE: training's logs (`eval_verify/valid_rate`), its run_summary.json and the demo's
+# summary.json (before/after) have always used the short key, kept for compatibility; the rename is
+# written once, here (`EVAL_RENAMES`, `eval_keys`), and every caller names the key by these constants.
+VALID_RATE = "verifier_valid_rate"
+EVAL_VALID_RATE = "valid_rate"
+EVAL_RENAMES = {VALID_RATE: EVAL_VALID_RATE}
+# The held-out evaluation's metrics, in the order the reports show them.
+EVAL_METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "discrimination", EVAL_VALID_RATE, "reward_mean",
                 "first_error_step_accuracy", "kpass_bal_f1", "kpass_tpr", "kpass_tnr")
-SHORT_NAMES = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR", "valid_rate": "valid",
+SHORT_NAMES = {"rough_bal_f1": "Bal-F1", "rough_tpr": "TPR", "rough_tnr": "TNR", EVAL_VALID_RATE: "valid",
                "reward_mean": "reward", "first_error_step_accuracy": "1st-err", "discrimination": "TPR+TNR-1",
                "kpass_bal_f1": "k-pass Bal-F1", "kpass_tpr": "k-pass TPR", "kpass_tnr": "k-pass TNR"}
 
@@ -151,7 +155,7 @@ def _verifier_split(proofs: list[ProofTrials], repeats: int | None = None) -> di
         "balanced_accuracy": None if tpr is None or tnr is None else (tpr + tnr) / 2,
         "first_error_step_accuracy": _mean([proof_first_error_step_accuracy(p, repeats) for p in proofs]),
         "first_error_step_accuracy_incorrect": _mean([proof_first_error_step_accuracy(p, repeats) for p in neg]),
-        "verifier_valid_rate": _mean([proof_valid_rate(p, repeats) for p in proofs]) if slots else None,
+        VALID_RATE: _mean([proof_valid_rate(p, repeats) for p in proofs]) if slots else None,
     }
     if any(t.meta_score is not None for t in trials):
         def meta(p: ProofTrials) -> float:
@@ -210,7 +214,7 @@ def _prover_split(problem_ids: list[str], by_problem: dict[str, list[SubmissionP
         "n_submissions": sum(len(by_problem.get(p, [])) for p in problem_ids),
         "pessimistic": _mean(scores),
         "pass_any_sample": _mean(anys),
-        "verifier_valid_rate": n_valid / n_passes if n_passes else None,
+        VALID_RATE: n_valid / n_passes if n_passes else None,
     }
 
 
@@ -302,13 +306,13 @@ def eval_metrics(results: list[dict]) -> dict[str, Any]:
     tpr_se, tnr_se = standard_error(pos), standard_error(neg)
     return {
         "reward_mean": sum(scores) / len(scores) if scores else None,
-        **{k: m[k] for k in ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate")},
+        **{k: m[k] for k in ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", EVAL_VALID_RATE)},
         "reward_mean_se": standard_error(proof_rewards),
         "rough_bal_f1_se": bal_f1_se(pos, neg),
         "rough_tpr_se": tpr_se,
         "rough_tnr_se": tnr_se,
         "first_error_step_accuracy_se": standard_error([proof_first_error_step_accuracy(p) for p in proofs]),
-        "valid_rate_se": standard_error([proof_valid_rate(p) for p in proofs]),
+        f"{EVAL_VALID_RATE}_se": standard_error([proof_valid_rate(p) for p in proofs]),
         # TPR + TNR - 1 (Youden's J): 0 for a verifier that only moves its accept bias, whatever Balanced F1 does
         "discrimination": m["rough_tpr"] + m["rough_tnr"] - 1 if None not in (m["rough_tpr"], m["rough_tnr"]) else None,
         "discrimination_se": math.hypot(tpr_se, tnr_se) if tpr_se is not None and tnr_se is not None else None,

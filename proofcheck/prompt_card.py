@@ -103,6 +103,11 @@ def weights_card(model: str | Path, adapter: str | Path | None = None) -> dict[s
     return (read_prompt_card(adapter) if adapter else None) or read_prompt_card(model)
 
 
+def weights_folder(model: str | Path | None, adapter: str | Path | None = None) -> str:
+    """The folder a warning about the weights names: the LoRA adapter's, else the model's (as `weights_card`)."""
+    return str(adapter or model)
+
+
 def card_style(card: dict[str, Any] | None) -> str:
     """The prompt style a card records: "full" for no card or a card written before styles existed.
 

@@ -67,6 +67,11 @@ class ServeConfig:
     chat_template_kwargs: dict[str, Any] | None = None  # e.g. {"enable_thinking": true}; None: the card's, else {}
     prompt_style: str | None = None  # --prompt-style; None = the model's proofcheck_prompt.json, else full
 
+    @property
+    def adapter(self) -> str | None:
+        """The LoRA adapter's folder (`--lora NAME=PATH`'s PATH), None without one."""
+        return self.lora[1] if self.lora else None
+
     def __post_init__(self) -> None:
         if (self.model is None) == (self.endpoint is None):
             raise ValueError("give --model PATH (start vLLM in-process) or --endpoint URL (front a vLLM server)")
@@ -79,11 +84,11 @@ def served_style(cfg: ServeConfig, card: dict[str, Any] | None) -> str:
     """The prompt style the service renders: --prompt-style, else the card's, else full (warns on a mismatch)."""
     import sys
 
-    from proofcheck.prompt_card import choose_style
+    from proofcheck.prompt_card import choose_style, weights_folder
 
     style, warning = choose_style(cfg.prompt_style, card)
     if warning:
-        print(f"warning: {(cfg.lora[1] if cfg.lora else None) or cfg.model}: {warning}", file=sys.stderr)
+        print(f"warning: {weights_folder(cfg.model, cfg.adapter)}: {warning}", file=sys.stderr)
     return style
 
 
@@ -94,7 +99,7 @@ def served_card(cfg: ServeConfig) -> dict[str, Any] | None:
         return None
     from proofcheck.prompt_card import weights_card
 
-    return weights_card(cfg.model, cfg.lora[1] if cfg.lora else None)
+    return weights_card(cfg.model, cfg.adapter)
 
 
 def served_generation(cfg: ServeConfig, card: dict[str, Any] | None, warn: bool = True) -> tuple[Any, int]:
@@ -103,11 +108,11 @@ def served_generation(cfg: ServeConfig, card: dict[str, Any] | None, warn: bool 
     departs from the card. A context shorter than a pass may be is a ValueError with the fix."""
     import sys
 
-    from proofcheck.prompt_card import generation_defaults
+    from proofcheck.prompt_card import generation_defaults, weights_folder
 
     gen = generation_defaults(card, cfg.chat_template_kwargs, cfg.max_tokens)
     for warning in gen.warnings if warn else []:
-        print(f"warning: {(cfg.lora[1] if cfg.lora else None) or cfg.model}: {warning}", file=sys.stderr)
+        print(f"warning: {weights_folder(cfg.model, cfg.adapter)}: {warning}", file=sys.stderr)
     model_len = cfg.max_model_len or gen.max_model_len
     if cfg.model and model_len < gen.max_tokens:
         raise ValueError(f"--max-model-len {model_len} is shorter than --max-tokens {gen.max_tokens} (the most a "

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proofcheck.data.assembly import ORIGINS
 from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
 
-ORIGINS = ("expert", "repaired", "synthetic")
 REWARD_MODES = ("structural", "judge", "hybrid")
 REWARD_SCALES = ("training", "benchmark", "balanced", "polarity")  # proofcheck.reward.levels.INCENTIVES
 
@@ -35,12 +35,6 @@ class ConfigError(ValueError):
 
 def _help(text: str) -> dict[str, str]:
     return {"help": text}
-
-
-def _family_names() -> tuple[str, ...]:
-    from proofcheck.data.families import ALL
-
-    return ALL
 
 
 @dataclass
@@ -200,9 +194,9 @@ class ProofcheckScriptArguments:
             errs.append(f"synthetic_count={self.synthetic_count}: must be >= 0")
         if self.mix_ratios is not None:
             r = [float(x) for x in self.mix_ratios]
-            if len(r) != 3 or any(x < 0 for x in r) or sum(r) <= 0:
-                errs.append(f"mix_ratios={self.mix_ratios}: give three non-negative numbers for expert, repaired, "
-                            "synthetic with a positive sum, e.g. `mix_ratios: [0.7, 0.3, 0.0]`")
+            if len(r) != len(ORIGINS) or any(x < 0 for x in r) or sum(r) <= 0:
+                errs.append(f"mix_ratios={self.mix_ratios}: give three non-negative numbers for {', '.join(ORIGINS)} "
+                            "with a positive sum, e.g. `mix_ratios: [0.7, 0.3, 0.0]`")
             else:
                 # availability of each origin depends on the rows' `origin` fields (dataset folders and
                 # JSONL files may hold synthetic rows too): checked when the data loads, before the model
@@ -214,6 +208,8 @@ class ProofcheckScriptArguments:
         return errs
 
     def _check_eval(self) -> list[str]:
+        from proofcheck.data.families import family_names, resolve
+
         errs = []
         if self.prompt_style not in PROMPT_STYLES:
             errs.append(f"prompt_style={self.prompt_style!r}: choose one of {', '.join(PROMPT_STYLES)}")
@@ -226,10 +222,11 @@ class ProofcheckScriptArguments:
             errs.append(f"eval_max_samples={self.eval_max_samples}: must be >= 0 (0 = no k-pass evaluation)")
         if self.eval_curve_samples < 0:
             errs.append(f"eval_curve_samples={self.eval_curve_samples}: must be >= 0 (0 = every evaluation is full)")
-        fams = [f for f in self.synthetic_families if f != "all"]
-        if unknown := [f for f in fams if f not in _family_names()]:
-            errs.append(f"synthetic_families: unknown {', '.join(map(repr, unknown))}; choose from "
-                        f"{', '.join(_family_names())} or `all`")
+        if fams := [f for f in family_names(self.synthetic_families) if f != "all"]:
+            try:
+                resolve(fams)
+            except ValueError as e:  # an unknown family, named with the choices
+                errs.append(f"synthetic_families: {e} or `all`")
         if self.eval_every_steps < 0:
             errs.append(f"eval_every_steps={self.eval_every_steps}: must be >= 0 (0 = only at the end)")
         if self.eval_temperature <= 0:

@@ -29,7 +29,7 @@ from proofcheck.data import assembly
 from proofcheck.data.loaders import DataError, annotated_to_dataset, load_records
 from proofcheck.protocol import DEFAULT_PROMPT_STYLE, verifier_messages
 from proofcheck.schemas import AnnotatedProof
-from proofcheck.train.config import ORIGINS, ConfigError, ProofcheckScriptArguments
+from proofcheck.train.config import ConfigError, ProofcheckScriptArguments
 
 COLUMNS = ("proof_id", "problem_id", "problem", "reference_solution", "steps", "n_steps", "domain", "subject",
            "origin", "is_correct", "first_error_step", "annotation")
@@ -176,7 +176,7 @@ def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
                          for p in overlap[:20]])
     if not train_pool:
         raise ConfigError("no training rows left after the eval hold-out: add data or lower eval_fraction")
-    ratios = dict(zip(ORIGINS, args.mix_ratios, strict=True)) if args.mix_ratios is not None else None
+    ratios = dict(zip(assembly.ORIGINS, args.mix_ratios, strict=True)) if args.mix_ratios is not None else None
     try:
         train = assembly.mix(train_pool, ratios, args.train_size, args.mix_seed, origin_of=_origin)
     except assembly.MixError as e:

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from typing import Any
 
 from proofcheck.data.families import family_of, row_remark
-from proofcheck.metrics import ProofTrials, Trial, eval_keys, verifier_metrics
+from proofcheck.metrics import EVAL_VALID_RATE, ProofTrials, Trial, eval_keys, verifier_metrics
 
-KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate", "first_error_step_accuracy", "n_proofs",
+KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", EVAL_VALID_RATE, "first_error_step_accuracy", "n_proofs",
         "n_correct", "n_incorrect")
 
 

@@ -56,6 +56,7 @@ from proofcheck.app.demo_report import (
 )
 from proofcheck.app.launch import GrpoRun, ServeRun, SftRun, run_logged
 from proofcheck.data.assembly import Curriculum, read_curriculum
+from proofcheck.metrics import VALID_RATE
 
 
 class StageFailed(RuntimeError):
@@ -357,6 +358,6 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
 
 def _pick(s: dict[str, Any]) -> dict[str, Any]:
-    keys = ("pessimistic", "pass_any_sample", "verifier_valid_rate", "rough_bal_f1", "rough_tpr", "rough_tnr",
+    keys = ("pessimistic", "pass_any_sample", VALID_RATE, "rough_bal_f1", "rough_tpr", "rough_tnr",
             "meta_ver_bal_f1", "complete", "n_records", "n_cancelled_passes")
     return {k: s[k] for k in keys if k in s}

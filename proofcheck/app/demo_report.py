@@ -13,7 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from proofcheck.metrics import EVAL_METRICS, SHORT_NAMES
+from proofcheck.metrics import EVAL_METRICS, EVAL_VALID_RATE, SHORT_NAMES, VALID_RATE
 
 console = Console()
 
@@ -80,13 +80,13 @@ def family_table(evals: dict[str, dict[str, Any]]) -> None:
     for fam, m in after.items():
         b = before.get(fam, {})
         t.add_row(fam, str(m["n_proofs"]), f"{num(b.get('rough_bal_f1'))} -> {num(m['rough_bal_f1'])}",
-                  num(m["rough_tpr"]), num(m["rough_tnr"]), num(m["valid_rate"]))
+                  num(m["rough_tpr"]), num(m["rough_tnr"]), num(m[EVAL_VALID_RATE]))
     console.print(t)
 
 
 # what the 20-minute demo and the long CPU recipe aim for (held-out, after GRPO)
-DEMO_TARGET = {"rough_bal_f1": 0.6, "rough_tnr": 0.5, "gain": 0.10, "valid_rate": None}
-FULL_TARGET = {"rough_bal_f1": 0.8, "rough_tnr": 0.6, "gain": 0.10, "valid_rate": 0.95}
+DEMO_TARGET = {"rough_bal_f1": 0.6, "rough_tnr": 0.5, "gain": 0.10, EVAL_VALID_RATE: None}
+FULL_TARGET = {"rough_bal_f1": 0.8, "rough_tnr": 0.6, "gain": 0.10, EVAL_VALID_RATE: 0.95}
 
 
 def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict[str, Any] | None = None) -> str:
@@ -94,9 +94,9 @@ def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict
     target = target or DEMO_TARGET
     f0, f1 = before.get("rough_bal_f1") or 0.0, after.get("rough_bal_f1") or 0.0
     tnr = after.get("rough_tnr") or 0.0
-    v0, v1 = before.get("valid_rate") or 0.0, after.get("valid_rate") or 0.0
-    valid = ((v1 >= target["valid_rate"], f"valid rate {v1:.3f} (target >= {target['valid_rate']})")
-             if target.get("valid_rate") is not None else (v1 >= v0, f"valid rate {v0:.3f} -> {v1:.3f} (target: not lower)"))
+    v0, v1 = before.get(EVAL_VALID_RATE) or 0.0, after.get(EVAL_VALID_RATE) or 0.0
+    valid = ((v1 >= target[EVAL_VALID_RATE], f"valid rate {v1:.3f} (target >= {target[EVAL_VALID_RATE]})")
+             if target.get(EVAL_VALID_RATE) is not None else (v1 >= v0, f"valid rate {v0:.3f} -> {v1:.3f} (target: not lower)"))
     checks = [(f1 >= target["rough_bal_f1"], f"Balanced F1 after GRPO {f1:.3f} (target >= {target['rough_bal_f1']})"),
               (tnr >= target["rough_tnr"], f"TNR {tnr:.3f} (target >= {target['rough_tnr']})"),
               (f1 - f0 >= target["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{target['gain']})"), valid]
@@ -120,9 +120,9 @@ def final_report(cfg: Any, scores: dict[str, Any], timings: dict[str, float]) ->
     t.add_column("result")
     t.add_row(f"ProverBench, {cfg.passes}-pass unanimity",
               f"pessimistic {num(p.get('pessimistic'))}, pass_any_sample {num(p.get('pass_any_sample'))}, "
-              f"valid {num(p.get('verifier_valid_rate'))}, {p.get('n_cancelled_passes', 0)} passes cancelled early")
+              f"valid {num(p.get(VALID_RATE))}, {p.get('n_cancelled_passes', 0)} passes cancelled early")
     t.add_row("VerifierBench", f"rough Balanced F1 {num(v.get('rough_bal_f1'))}, valid "
-              f"{num(v.get('verifier_valid_rate'))}, meta Balanced F1 {num(v.get('meta_ver_bal_f1'))}")
+              f"{num(v.get(VALID_RATE))}, meta Balanced F1 {num(v.get('meta_ver_bal_f1'))}")
     console.print(t)
     for name in ("prover", "verifier"):
         console.print(f"  {name}: report {cfg.workdir / name / 'report.md'}, plots {cfg.workdir / name}/*.png")
@@ -152,7 +152,7 @@ def step_split_table(split: dict[str, float] | None) -> None:
     console.print(t)
 
 
-CURVE_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "valid_rate")
+CURVE_KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", EVAL_VALID_RATE)
 
 
 def _plt() -> Any:

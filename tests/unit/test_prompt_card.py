@@ -138,3 +138,10 @@ def test_weights_card_reads_the_adapters_card_before_the_models(tmp_path, adapte
     card = weights_card(model, adapter)
     assert (card and card["prompt_style"]) == expected
     assert (weights_card(model) or {}).get("prompt_style") == model_style
+
+
+def test_weights_folder_names_the_adapter_else_the_model() -> None:
+    from proofcheck.prompt_card import weights_folder
+
+    assert weights_folder("base", "adapter") == "adapter"
+    assert weights_folder("base", None) == "base"

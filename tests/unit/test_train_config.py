@@ -41,7 +41,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     ({"synthetic_count": 4, "eval_passes": 0}, "eval_passes=0"),
     ({"synthetic_count": 4, "eval_every_steps": -1}, "eval_every_steps=-1"),
     ({"synthetic_count": 4, "eval_curve_samples": -2}, "eval_curve_samples=-2"),
-    ({"synthetic_count": 4, "synthetic_families": ["linear", "geometry"]}, "unknown 'geometry'; choose from chain"),
+    ({"synthetic_count": 4, "synthetic_families": ["linear", "geometry"]}, "unknown proof family 'geometry'; choose from chain"),
     ({"synthetic_count": 4, "synthetic_families": ["all"]}, None),
     ({"synthetic_count": 4, "eval_temperature": 0.0}, "eval_temperature=0.0"),
     ({"synthetic_count": 4, "reward_funcs": []}, "reward_funcs is empty"),

@@ -56,6 +56,7 @@ def register(sub: Any) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from proofcheck.app.demo import DemoConfig, StageFailed, run_demo
+    from proofcheck.data.families import family_choice
 
     sizes = {name: getattr(args, name) for name in SIZES.values() if getattr(args, name) is not None}
     bad = [f"{flag}={sizes[name]}" for flag, name in SIZES.items() if name in sizes and sizes[name] < 1]
@@ -69,7 +70,8 @@ def _demo(args: argparse.Namespace) -> int:
     if budget_min <= 0:
         return fail(f"--budget-min={budget_min}: give a positive number of minutes, e.g. 20")
     cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=budget_min * 60,
-               families=None if args.families == "chain" else args.families, exclude_family=args.exclude_family,
+               families=None if family_choice(args.families) is None else args.families,  # chain alone: the chains
+               exclude_family=args.exclude_family,
                **({"prompt_style": args.prompt_style} if args.prompt_style else {}), **sizes)
     try:
         run_demo(cfg)

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from proofcheck.app.commands._common import EXIT_USAGE, JSON_HELP, add_command, add_json, fail, print_json
+from proofcheck.metrics import VALID_RATE
 
 
 def register(sub: Any) -> None:
@@ -69,7 +70,7 @@ def _verifier(args: argparse.Namespace) -> int:
     from proofcheck.bench.file_metrics import verifier_metrics_from_files
 
     keys = ["n_proofs", "n_trials", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
-            "first_error_step_accuracy", "first_error_step_accuracy_incorrect", "verifier_valid_rate",
+            "first_error_step_accuracy", "first_error_step_accuracy_incorrect", VALID_RATE,
             "meta_ver_tpr", "meta_ver_tnr", "meta_ver_bal_f1"]
     return _run(lambda: verifier_metrics_from_files(args.data, args.outputs), args, "VerifierBench", keys)
 
@@ -78,7 +79,7 @@ def _prover(args: argparse.Namespace) -> int:
     from proofcheck.bench.file_metrics import prover_metrics_from_files
 
     keys = ["n_problems", "n_submissions", "n_problems_without_submission", "pessimistic",
-            "pass_any_sample", "verifier_valid_rate"]
+            "pass_any_sample", VALID_RATE]
     return _run(lambda: prover_metrics_from_files(args.problems, args.submissions, args.outputs, args.passes),
                 args, f"ProverBench (pessimistic, {args.passes} passes)", keys)
 

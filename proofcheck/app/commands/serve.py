@@ -207,13 +207,14 @@ def _verify(args: argparse.Namespace) -> int:
     # with --endpoint: a service checks these against its own, a vLLM server takes them (or the defaults)
     style, ctk, max_tokens, engine = args.prompt_style, args.chat_template_kwargs, args.max_tokens, {}
     if args.model:  # what the weights were trained with: the adapter's card first, as serve reads it
-        from proofcheck.prompt_card import weights_card
+        from proofcheck.prompt_card import weights_card, weights_folder
 
         try:
             lora = _lora(args.lora)
-            card = weights_card(args.model, lora[1] if lora else None)
-            style = prompt_style(args.prompt_style, card, lora[1] if lora else args.model)
-            gen = generation_settings(card, args, lora[1] if lora else args.model)
+            adapter = lora[1] if lora else None
+            card, where = weights_card(args.model, adapter), weights_folder(args.model, adapter)
+            style = prompt_style(args.prompt_style, card, where)
+            gen = generation_settings(card, args, where)
         except ValueError as e:
             return fail(str(e), EXIT_USAGE)
         ctk, max_tokens, engine = gen.chat_template_kwargs, gen.max_tokens, {"max_model_len": gen.max_model_len}
