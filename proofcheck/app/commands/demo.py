@@ -41,8 +41,9 @@ def register(sub: Any) -> None:
     p.add_argument("--budget-min", type=float, help="wall-clock budget in minutes (default 20, 90 with --full): the "
                    "SFT and GRPO step counts are sized from their first steps to fit it (--sft-steps / --grpo-steps "
                    "are the most)")
-    p.add_argument("--families", default="all", help="proof families of the curriculum: `all` (default) or a comma "
-                   "list (chain, prose, linear, expand, parity, inequality; `proofcheck data synth --help`)")
+    p.add_argument("--families", help="proof families of the curriculum: `all` or a comma list (chain, prose, "
+                   "linear, expand, parity, inequality; `proofcheck data synth --help`). Default: chain for the demo "
+                   "(20 minutes of warm-up teaches one family to check, not six), all with --full and --quick")
     p.add_argument("--prompt-style", choices=PROMPT_STYLES, help="verifier prompt for SFT, GRPO, evaluation and "
                    "serving (recorded in the model folder; serve/verify/score use it by default). Default: the "
                    "demo's, compact, the CPU recipe's choice (configs/grpo/smollm2-cpu.yaml): about half the tokens "
@@ -70,7 +71,8 @@ def _demo(args: argparse.Namespace) -> int:
     if budget_min <= 0:
         return fail(f"--budget-min={budget_min}: give a positive number of minutes, e.g. 20")
     cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=budget_min * 60,
-               families=None if family_choice(args.families) is None else args.families,  # chain alone: the chains
+               **({} if args.families is None else  # chain alone: the historical chains (family_choice)
+                  {"families": None if family_choice(args.families) is None else args.families}),
                exclude_family=args.exclude_family,
                **({"prompt_style": args.prompt_style} if args.prompt_style else {}), **sizes)
     try:
