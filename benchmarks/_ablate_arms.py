@@ -23,6 +23,15 @@ from proofcheck.app.launch import GrpoRun, SftRun
 from proofcheck.data.assembly import Curriculum
 
 
+def arm_run(cfg: AblateConfig, out: Path, seed: int, start: Path, dataset: Curriculum, extra: list[str],
+            at_start: bool = False, budget_s: float | None = None) -> GrpoRun:
+    """An arm's GRPO run: the recipe with `cfg.deltas` (its values in `cfg`) plus the arm's `extra` flags."""
+    return GrpoRun(recipe=cfg.recipe, model=start, output_dir=out, dataset=dataset, max_steps=cfg.steps,
+                   learning_rate=cfg.grpo_lr, seed=seed, prompt_style=cfg.prompt_style, eval_tasks=cfg.eval_tasks,
+                   eval_passes=cfg.eval_passes, eval_at_start=at_start, eval_every_steps=0,
+                   time_budget_s=budget_s or None, overrides=[*cfg.extra_overrides, *extra])
+
+
 def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Curriculum, env: dict[str, str],
          console: Any, extra: list[str], at_start: bool = False, budget_s: float | None = None) -> dict[str, Any]:
     """One `train/grpo.py` run as the demo drives it; returns its run_summary.json plus wall seconds.
@@ -33,10 +42,7 @@ def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Curricul
     the last step that fits (train/budget.py), at most `cfg.steps`."""
     out = cfg.out / "runs" / f"{name}-s{seed}"
     if not (out / "run_summary.json").is_file():
-        run = GrpoRun(recipe=cfg.recipe, model=start, output_dir=out, dataset=dataset, max_steps=cfg.steps,
-                      learning_rate=cfg.grpo_lr, seed=seed, prompt_style=cfg.prompt_style, eval_tasks=cfg.eval_tasks,
-                      eval_passes=cfg.eval_passes, eval_at_start=at_start, eval_every_steps=0,
-                      time_budget_s=budget_s or None, overrides=[*cfg.extra_overrides, *extra])
+        run = arm_run(cfg, out, seed, start, dataset, extra, at_start, budget_s)
         wall = run_logged(run.command(), cfg.out / "logs" / f"{name}-s{seed}.log", env, console)
         summary = json.loads((out / "run_summary.json").read_text())
         summary["ablate_wall_s"] = round(wall, 1)

@@ -4,9 +4,11 @@ helpers every stage uses: the console, the logged subprocess runner, a JSONL wri
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from proofcheck.app.launch import Delta, fill_from_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 INCENTIVE_ARMS = ("training", "benchmark", "balanced", "polarity")
@@ -24,46 +26,66 @@ CONTROL_RUNS = 1.5    # the SFT control costs about 1.5 GRPO runs (its SFT + a o
 KPASS_RESERVE_S = 300.0
 
 
+# AblateConfig field -> the recipe YAML key it reads (None in AblateConfig: the recipe's value with the deltas)
+RECIPE_FIELDS = {"steps": "max_steps", "grpo_lr": "learning_rate", "eval_tasks": "eval_max_samples",
+                 "eval_passes": "eval_passes", "prompt_style": "prompt_style"}
+FULL_DELTAS = {"max_steps": Delta(32, "every arm's most GRPO steps (a budget cuts them)"),
+               "eval_max_samples": Delta(128, "128 held-out proofs x 4 passes: standard errors small enough to "
+                                              "compare arms")}
+QUICK_DELTAS = {"max_steps": Delta(24, "as many as fit 30 minutes, at most 24"),
+                "eval_max_samples": Delta(32, "32 held-out proofs x 4 passes: fits 30 minutes")}
+
+
 @dataclass
 class AblateConfig:
-    """Sizes of one ablation run. `quick()` fits 30 minutes; the defaults are the full one."""
+    """Sizes of one ablation run. `quick()` fits 30 minutes; the defaults are the full one. The GRPO values
+    of `RECIPE_FIELDS` are the recipe YAML's with `deltas` applied (every arm: that plus its `OVERRIDES`)."""
 
     model: str = "smollm2"
     out: Path = Path("runs/ablate")
     report_dir: Path = REPO / "benchmarks"
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    steps: int = 32               # GRPO steps of every arm (the most, with a budget)
+    steps: int | None = None      # GRPO steps of every arm (the most, with a budget; recipe: max_steps)
     budget_s: float | None = None  # the whole run's wall clock; None: no fitting (every seed, `steps` steps)
     sft_tasks: int = 256
     sft_steps: int = 48
     sft_lr: float = 1e-3
     sft_lora_r: int = 16
     grpo_tasks: int = 512
-    grpo_lr: float = 3e-4
-    eval_tasks: int = 128
-    eval_passes: int = 4
+    grpo_lr: float | None = None  # (recipe: learning_rate)
+    eval_tasks: int | None = None  # (recipe: eval_max_samples)
+    eval_passes: int | None = None  # (recipe: eval_passes)
     repair_pairs: int = 32        # flawed proofs sent to the repair path
     repaired_share: float = 0.25  # of the valid training rows replaced by repaired positives
     kpass_tasks: int = 64         # held-out proofs of the k-pass curve (the first ones)
     kpass_max: int = 8
     max_tokens: int = 160
     recipe: str = "configs/grpo/smollm2-cpu.yaml"
-    prompt_style: str = "compact"
+    deltas: dict[str, Delta] = field(default_factory=lambda: dict(FULL_DELTAS))  # recipe key -> this run's value
+    prompt_style: str | None = None  # (recipe: prompt_style)
     arms: list[str] = field(default_factory=lambda: list(ARMS))
     extra_overrides: list[str] = field(default_factory=list)  # for every GRPO run (tests: --use_vllm false)
 
+    def __post_init__(self) -> None:
+        fill_from_recipe(self, RECIPE_FIELDS)
+
     @classmethod
     def quick(cls, **kw: Any) -> AblateConfig:
-        base = dict(seeds=[0, 1], steps=24, budget_s=1800.0, sft_steps=32, grpo_tasks=256, eval_tasks=32,
-                    eval_passes=4, repair_pairs=16, kpass_tasks=16,
-                    arms=[a for a in ARMS if a != "repaired"])
+        base = dict(seeds=[0, 1], budget_s=1800.0, sft_steps=32, grpo_tasks=256, deltas=dict(QUICK_DELTAS),
+                    repair_pairs=16, kpass_tasks=16, arms=[a for a in ARMS if a != "repaired"])
         return cls(**{**base, **kw})
 
 
 def _tiny(cfg: AblateConfig) -> AblateConfig:
-    """The demo's tiny-model settings (`DemoConfig.quick`)."""
-    cfg.recipe, cfg.sft_lr, cfg.sft_lora_r, cfg.grpo_lr, cfg.max_tokens = "configs/grpo/tiny-cpu.yaml", 3e-3, 0, 5e-4, 96
-    return cfg
+    """`cfg` on the tiny model with the demo's tiny-model settings (`DemoConfig.quick`): its recipe, its learning
+    rate and prompt style deltas, its SFT and serving settings; the ablation's own sizes kept."""
+    from proofcheck.app.demo import DemoConfig
+
+    demo = DemoConfig.quick()
+    deltas = {**cfg.deltas, **{k: demo.deltas[k] for k in ("learning_rate", "prompt_style")}}
+    kept = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name not in RECIPE_FIELDS}
+    return AblateConfig(**{**kept, "recipe": demo.recipe, "deltas": deltas, "sft_lr": demo.sft_lr,
+                           "sft_lora_r": demo.sft_lora_r, "max_tokens": demo.max_tokens})
 
 
 def console() -> Any:

@@ -45,7 +45,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ from _ablate_config import (
 from _ablate_kpass import kpass_report
 from _ablate_repair import repaired_positives, with_repaired
 
-from proofcheck.app.launch import SftRun
+from proofcheck.app.launch import SftRun, recipe_line, recipe_record
 from proofcheck.data.assembly import write_curriculum
 
 
@@ -141,6 +141,7 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     choice = choose_dtype(None, device="cpu")
     env = {} if choice.source == "auto" else {ENV_VAR: choice.dtype}
     cfg.out.mkdir(parents=True, exist_ok=True)
+    con.print(recipe_line(cfg.recipe, cfg.deltas), markup=False, highlight=False, soft_wrap=True)
 
     def build_model() -> Path:
         if cfg.model == "tiny":
@@ -191,7 +192,8 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     report: dict[str, Any] = {
         "schema": "proofcheck.ablations/1", "command": command, "machine": machine(),
         "model": "SmolLM2-135M-Instruct" if cfg.model == "smollm2" else "tiny (random weights)",
-        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()},
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items() if k != "deltas"},
+        "recipe": recipe_record(cfg.recipe, cfg.deltas),
         "eval": {"n_tasks": cfg.eval_tasks, "passes": cfg.eval_passes, "split": "held-out (data.synth, seed 0)"},
         "stats_rule": STATS_RULE, "reference_arm": REFERENCE, "sizing": sizing,
         "sft_start": arm_stats(starts, key="before"),
@@ -250,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         if key not in AblateConfig.__dataclass_fields__ or not value:
             ap.error(f"--sizes: {item!r}: give FIELD=VALUE with a field of AblateConfig")
         setattr(cfg, key, type(getattr(cfg, key))(float(value)) if "." in value else int(value))
+    cfg = replace(cfg)  # a recipe value set by --sizes is recorded as a delta
     for item in args.grpo_override:
         key, _, value = item.partition("=")
         cfg.extra_overrides += [f"--{key}", value]

@@ -24,7 +24,9 @@ subprocess gets the same. The wall-clock budget (20 minutes) is split before tra
 for serving and scoring, then a share of what is left for the SFT warm-up, which times its first
 step and runs as many steps as fit (`train.sft --time-budget`), and the rest for GRPO, which stops
 after the last step that leaves time for the final held-out evaluation (`time_budget_s`,
-train/budget.py). `sft_steps` and `grpo_steps` are the most either runs. The plan, the dtype and
+train/budget.py). `sft_steps` and `grpo_steps` are the most either runs. The GRPO values come from the
+recipe YAML plus the mode's named deltas (`DEMO_DELTAS`, `FULL_DELTAS`, `QUICK_DELTAS`: each a value and
+its reason), printed at the start and recorded in `summary.json` (`recipe`). The plan, the dtype and
 the sizes chosen are printed and recorded in `summary.json` (`plan`).
 """
 
@@ -33,10 +35,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from proofcheck.app.demo_config import DemoConfig
 from proofcheck.app.demo_plan import SCORE_STAGE, Plan, score_concurrency
 from proofcheck.app.demo_report import (
     DEMO_TARGET,
@@ -54,78 +57,13 @@ from proofcheck.app.demo_report import (
     reward_plot,
     step_split_table,
 )
-from proofcheck.app.launch import GrpoRun, ServeRun, SftRun, run_logged
+from proofcheck.app.launch import GrpoRun, ServeRun, SftRun, recipe_line, run_logged
 from proofcheck.data.assembly import Curriculum, read_curriculum
 from proofcheck.metrics import VALID_RATE
 
 
 class StageFailed(RuntimeError):
     """A demo stage failed; the message names the stage."""
-
-
-@dataclass
-class DemoConfig:
-    """Sizes of the demo. The defaults (the real model) fit in 20 minutes on a 2-core CPU machine;
-    `quick()` gives the tiny-model pipeline check."""
-
-    workdir: Path = Path("runs/demo")
-    model: str = "smollm2"        # smollm2 (real) or tiny (random weights)
-    seed: int = 0
-    sft_tasks: int = 1024         # 128 steps of 8 without repeating a task
-    grpo_tasks: int = 512
-    dev_tasks: int = 64           # for choosing settings; never the held-out set
-    eval_tasks: int = 64          # held-out tasks for the before/after measurement
-    eval_passes: int = 4
-    sft_steps: int = 120          # the most; the time budget decides (avx512_bf16 host, chains: 77 steps in 548 s)
-    sft_lr: float = 1e-3
-    sft_lora_r: int = 16          # 0 = full fine-tuning
-    sft_lora_layers: int | None = None   # every layer: the top 10 alone learned the format worse (dev: valid .28 vs .79)
-    grpo_steps: int = 48          # the most; the time budget decides (a step: 40 s on an avx512_bf16 host, 100-160 s AVX2)
-    grpo_lr: float = 1e-4         # from a warm-up that checks (chains, Bal-F1 .88): 9 steps at 3e-4 lost .09 (TPR
-                                  # .88 -> .67); 24 at 1e-4 kept it (+.015) and raised the 4-pass decision .69 -> .84
-    recipe: str = "configs/grpo/smollm2-cpu.yaml"
-    passes: int = 8               # verification passes when scoring
-    repeats: int = 2              # verifier repeats per annotated proof
-    max_tokens: int = 192         # serving's token budget, as the recipe's eval_max_new_tokens
-    grpo_overrides: list[str] = field(default_factory=list)
-    dtype: str | None = None      # None: PROOFCHECK_DTYPE, else the machine's (proofcheck.precision)
-    budget_s: float = 1200.0      # the whole demo's wall clock; SFT and GRPO steps are sized to fit it
-    score_reserve_s: float = 480.0   # kept for serving + scoring (AVX2 fp32 host, 2 passes x 1 repeat: 365-496 s)
-    sft_share: float = 0.8        # of the training time left after the reserve: the warm-up is what teaches checking
-                                  # (chains, avx512_bf16 host: 48 steps Bal-F1 .58, 77 steps .88); GRPO also gets
-                                  # what serving and scoring leave of their reserve
-    ref_sft_step_s: float = 11.0  # the SFT step where the default sizes fit: avx512_bf16 host, 2 cores (196 s / 16
-                                  # steps with load and save); a slower first step scales evaluation and scoring down
-                                  # (0: never scale: the long recipe keeps its 128 x 4 held-out evaluation)
-    families: str | None = None   # proof families (proofcheck.data.families): None = arithmetic chains only, "all",
-                                  # "linear,parity,...". 20 minutes of 2 cores is ~600 warm-up proofs: over six
-                                  # families (~100 each) nothing checks (Bal-F1 .30), on chains alone it does (.88)
-    exclude_family: str | None = None   # left out of SFT and GRPO only: the held-out and dev sets keep it
-    prompt_style: str = "compact"  # verifier prompt (proofcheck.protocol): the same in SFT, GRPO, evaluation and
-                                   # serving (written into the model folder); compact halves the prompt tokens
-    curve_every: int = 3          # GRPO steps between learning-curve points (0: only before and after)
-    curve_tasks: int = 16         # held-out proofs of each curve point (the first ones of the held-out set)
-    full: bool = False            # the long CPU recipe (`full()`), judged against its own targets
-
-    @classmethod
-    def full_recipe(cls, **kw: Any) -> DemoConfig:
-        """The long CPU recipe (`proofcheck demo --full`, `make train-cpu`): SmolLM2-135M, every family,
-        90 minutes, 128 held-out proofs x 4 passes before and after GRPO, a learning-curve point on 32 of
-        them every 4 GRPO steps. Step counts are the most; the budget sizes them."""
-        base = dict(workdir=Path("runs/train-cpu"), full=True, budget_s=5400.0, sft_tasks=2048, grpo_tasks=1024,
-                    families="all", grpo_lr=3e-4,
-                    eval_tasks=128, dev_tasks=64, sft_steps=400, grpo_steps=200, sft_share=0.5, score_reserve_s=720.0,
-                    curve_every=4, curve_tasks=32, passes=4, repeats=1, ref_sft_step_s=0.0)
-        base.update(kw)
-        return cls(**base)
-
-    @classmethod
-    def quick(cls, **kw: Any) -> DemoConfig:
-        """The tiny random model: every stage in a few minutes, numbers are a pipeline check only."""
-        base = dict(model="tiny", families="all", sft_tasks=128, grpo_tasks=64, eval_tasks=16, sft_steps=60, sft_lr=3e-3,
-                    sft_lora_r=0, sft_lora_layers=None, grpo_steps=8, grpo_lr=5e-4, recipe="configs/grpo/tiny-cpu.yaml", max_tokens=96)
-        base.update(kw)
-        return cls(**base)
 
 
 def run_stage(name: str, fn: Callable[[], Any], timings: dict[str, float]) -> Any:
@@ -309,6 +247,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     from proofcheck.precision import ENV_VAR, choose_dtype
 
     choice = choose_dtype(cfg.dtype, device="cpu")
+    recipe = cfg.recipe_summary
+    console.print(recipe_line(cfg.recipe, cfg.deltas), markup=False, highlight=False, soft_wrap=True)
     plan = Plan(cfg, choice)
     # every stage computes in the one dtype decided here: a forced choice is passed on, `auto` is re-derived
     env = {} if choice.source == "auto" else {ENV_VAR: choice.dtype}
@@ -356,7 +296,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
                "kpass_curve": {"before_grpo": evals["before_grpo"].get("kpass_curve"),
                                "after_grpo": evals["after_grpo"].get("kpass_curve")},
                "config": {k: str(v) if isinstance(v, Path) else v
-                                                               for k, v in asdict(cfg).items()},
+                          for k, v in asdict(cfg).items() if k != "deltas"},
+               "recipe": recipe,
                "scoring": {"prover": _pick(scores["prover"]), "verifier": _pick(scores["verifier"])}}
     write_json_atomic(cfg.workdir / "summary.json", summary)
     return summary

@@ -19,7 +19,7 @@ from proofcheck.app.demo_report import console
 from proofcheck.time_budget import units_that_fit
 
 if TYPE_CHECKING:
-    from proofcheck.app.demo import DemoConfig
+    from proofcheck.app.demo_config import DemoConfig
 
 
 # The stages after SFT in units of SFT's median step, measured on the 2-core AVX2 host in fp32 (demos of

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from proofcheck.data.assembly import Curriculum
 
@@ -86,6 +87,55 @@ def recipe_path(recipe: str | Path) -> Path:
         raise FileNotFoundError(f"recipe {recipe}: no such file, and no shipped recipe of that name (shipped: "
                                 f"{', '.join(shipped_names('grpo')) or 'none found'})")
     return found.resolve()
+
+
+def recipe_values(recipe: str | Path) -> dict[str, Any]:
+    """The recipe YAML's values (`recipe_path` finds it): the one source of a recipe's settings."""
+    import yaml
+
+    return yaml.safe_load(recipe_path(recipe).read_text(encoding="utf-8")) or {}
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One deliberate difference from a recipe's value (a recipe YAML key's new value), with its reason."""
+
+    value: Any
+    reason: str
+
+
+def with_deltas(recipe: str | Path, deltas: dict[str, Delta]) -> dict[str, Any]:
+    """The recipe's values with `deltas` applied: what a run built from them trains with."""
+    return {**recipe_values(recipe), **{k: d.value for k, d in deltas.items()}}
+
+
+def fill_from_recipe(config: Any, fields: dict[str, str]) -> dict[str, Any]:
+    """Set each attribute of `config` named in `fields` (attribute -> recipe key) that is None to the recipe's value
+    with `config.deltas` applied; one given a different value becomes one more delta ("set by the caller").
+    `config` has `recipe` and `deltas` (a dict, copied here). Returns the recipe's values with the deltas."""
+    config.deltas = dict(config.deltas)
+    values = with_deltas(config.recipe, config.deltas)
+    for name, key in fields.items():
+        given = getattr(config, name)
+        if given is None:
+            if key not in values:
+                raise ValueError(f"recipe {config.recipe} sets no {key}: give {name} or a delta")
+            setattr(config, name, values[key])
+        elif given != values.get(key):
+            config.deltas[key] = Delta(given, "set by the caller")
+    return values
+
+
+def recipe_line(recipe: str | Path, deltas: dict[str, Delta]) -> str:
+    """One line naming the recipe and every delta with its reason (printed when a demo or ablation starts)."""
+    parts = ", ".join(f"{k}={d.value:g} ({d.reason})" if isinstance(d.value, float) else f"{k}={d.value} ({d.reason})"
+                      for k, d in deltas.items())
+    return f"recipe {recipe} + deltas: {parts or 'none'}"
+
+
+def recipe_record(recipe: str | Path, deltas: dict[str, Delta]) -> dict[str, Any]:
+    """The recipe and its deltas as recorded in a summary: `{"path": ..., "deltas": {key: {value, reason}}}`."""
+    return {"path": str(recipe), "deltas": {k: {"value": d.value, "reason": d.reason} for k, d in deltas.items()}}
 
 
 @dataclass

@@ -17,7 +17,7 @@ ARMS = ("training", "benchmark", "balanced", "polarity", "repaired", "sft_contro
 METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate", "kpass_bal_f1",
            "kpass_tpr", "kpass_tnr")
 TOP_KEYS = {"schema", "command", "machine", "model", "config", "eval", "stats_rule", "reference_arm", "sizing",
-            "sft_start", "arms", "repair", "kpass", "stage_times_s", "comparisons", "choice", "total_s", "plots"}
+            "sft_start", "arms", "repair", "kpass", "stage_times_s", "comparisons", "choice", "total_s", "plots", "recipe"}
 
 
 @pytest.mark.slow
@@ -33,6 +33,12 @@ def test_every_arm_trains_evaluates_and_lands_in_the_report(tmp_path):
     assert got.returncode == 0, got.stdout[-4000:] + got.stderr[-4000:]
     report = json.loads(js.read_text())
     assert set(report) == TOP_KEYS and report["schema"] == "proofcheck.ablations/1"
+    # the tiny recipe plus the named deltas: the demo's quick ones, --steps and --sizes as the caller's
+    assert report["recipe"]["path"].endswith("tiny-cpu.yaml")
+    deltas = report["recipe"]["deltas"]
+    assert {k: deltas[k]["value"] for k in ("max_steps", "eval_max_samples", "eval_passes")} == {
+        "max_steps": 1, "eval_max_samples": 4, "eval_passes": 2} and deltas["learning_rate"]["value"] == 5e-4
+    assert "recipe configs/grpo/tiny-cpu.yaml + deltas: max_steps=1" in got.stdout
     assert list(report["arms"]) == list(ARMS)
     for arm in ARMS:
         (run,) = report["arms"][arm]["runs"]

@@ -34,6 +34,11 @@ def test_demo_runs_every_stage_and_reuses_on_rerun(tmp_path):
     assert "Learning curve" in out.stdout and "curve: Balanced F1" in out.stdout
     summary = json.loads((work / "summary.json").read_text())
     assert summary["model"].startswith("tiny") and summary["curve"] == grpo["curve"]
+    # the tiny recipe plus named deltas (the quick mode's and the command line's sizes), printed and recorded
+    assert summary["recipe"]["path"] == "configs/grpo/tiny-cpu.yaml" and "recipe configs/grpo/tiny-cpu.yaml + " in out.stdout
+    deltas = summary["recipe"]["deltas"]
+    assert deltas["learning_rate"]["value"] == 5e-4 and deltas["max_steps"] == {"value": 2, "reason": "set by the caller"}
+    assert "deltas" not in summary["config"]
     # one dtype everywhere, read back from each stage: SFT's plan, TRL's autocast, the colocated engine itself
     plan = summary["plan"]
     assert summary["dtype"] == "float32" and plan["dtype"]["source"] == "--dtype"

@@ -1,0 +1,115 @@
+"""The demo's sizes (`DemoConfig`) and its modes: the default 20-minute demo, the long CPU recipe
+(`full_recipe`) and the tiny-model check (`quick`). The GRPO values are the recipe YAML's plus each mode's
+named deltas (`DEMO_DELTAS`, `FULL_DELTAS`, `QUICK_DELTAS`); the rest (SFT, curriculum, scoring, budget) are
+the demo's own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from proofcheck.app.launch import Delta, fill_from_recipe, recipe_record
+
+# DemoConfig field -> the recipe YAML key it reads (None in DemoConfig: the recipe's value, its mode's delta applied)
+RECIPE_FIELDS = {"grpo_steps": "max_steps", "grpo_lr": "learning_rate", "eval_tasks": "eval_max_samples",
+                 "eval_passes": "eval_passes", "curve_every": "eval_every_steps", "prompt_style": "prompt_style"}
+# each mode's deliberate differences from its recipe YAML (printed at the start, recorded in summary.json `recipe`)
+DEMO_DELTAS = {
+    "max_steps": Delta(48, "the most; the time budget decides: a step takes 40 s on avx512_bf16, 100-160 s on AVX2"),
+    "learning_rate": Delta(1e-4, "from a warm-up that checks (chains, Bal-F1 .88): 9 steps at 3e-4 lost .09, "
+                                 "24 at 1e-4 kept it and raised the 4-pass decision .69 -> .84"),
+    "eval_every_steps": Delta(3, "a learning-curve point every 3 GRPO steps"),
+}
+FULL_DELTAS = {
+    "max_steps": Delta(200, "the most; the 90-minute budget decides"),
+    "eval_max_samples": Delta(128, "128 held-out proofs x 4 passes before and after GRPO"),
+    "eval_every_steps": Delta(4, "a learning-curve point every 4 GRPO steps"),
+}
+QUICK_DELTAS = {
+    "max_steps": Delta(8, "a pipeline check in a few minutes"),
+    "learning_rate": Delta(5e-4, "the tiny random model: a visible move in 8 steps"),
+    "eval_max_samples": Delta(16, "the demo's held-out set: 16 proofs"),
+    "eval_every_steps": Delta(3, "a learning-curve point every 3 GRPO steps, as the demo"),
+    "prompt_style": Delta("compact", "the demo's style in every stage; the tiny recipe leaves train's default"),
+}
+
+
+@dataclass
+class DemoConfig:
+    """Sizes of the demo. The defaults (the real model) fit in 20 minutes on a 2-core CPU machine;
+    `quick()` gives the tiny-model pipeline check.
+
+    The GRPO values of `RECIPE_FIELDS` are the recipe YAML's with the mode's `deltas` applied (None here: not
+    restated); a value given explicitly (the command line's sizes) wins and is recorded as one more delta."""
+
+    workdir: Path = Path("runs/demo")
+    model: str = "smollm2"        # smollm2 (real) or tiny (random weights)
+    seed: int = 0
+    sft_tasks: int = 1024         # 128 steps of 8 without repeating a task
+    grpo_tasks: int = 512
+    dev_tasks: int = 64           # for choosing settings; never the held-out set
+    eval_tasks: int | None = None  # held-out tasks for the before/after measurement (recipe: eval_max_samples)
+    eval_passes: int | None = None  # (recipe: eval_passes)
+    sft_steps: int = 120          # the most; the time budget decides (avx512_bf16 host, chains: 77 steps in 548 s)
+    sft_lr: float = 1e-3
+    sft_lora_r: int = 16          # 0 = full fine-tuning
+    sft_lora_layers: int | None = None   # every layer: the top 10 alone learned the format worse (dev: valid .28 vs .79)
+    grpo_steps: int | None = None  # the most; the time budget decides (recipe: max_steps)
+    grpo_lr: float | None = None  # (recipe: learning_rate)
+    recipe: str = "configs/grpo/smollm2-cpu.yaml"
+    deltas: dict[str, Delta] = field(default_factory=lambda: dict(DEMO_DELTAS))  # recipe key -> this mode's value
+    passes: int = 8               # verification passes when scoring
+    repeats: int = 2              # verifier repeats per annotated proof
+    max_tokens: int | None = None  # serving's token budget; None: the recipe's eval_max_new_tokens
+    grpo_overrides: list[str] = field(default_factory=list)
+    dtype: str | None = None      # None: PROOFCHECK_DTYPE, else the machine's (proofcheck.precision)
+    budget_s: float = 1200.0      # the whole demo's wall clock; SFT and GRPO steps are sized to fit it
+    score_reserve_s: float = 480.0   # kept for serving + scoring (AVX2 fp32 host, 2 passes x 1 repeat: 365-496 s)
+    sft_share: float = 0.8        # of the training time left after the reserve: the warm-up is what teaches checking
+                                  # (chains, avx512_bf16 host: 48 steps Bal-F1 .58, 77 steps .88); GRPO also gets
+                                  # what serving and scoring leave of their reserve
+    ref_sft_step_s: float = 11.0  # the SFT step where the default sizes fit: avx512_bf16 host, 2 cores (196 s / 16
+                                  # steps with load and save); a slower first step scales evaluation and scoring down
+                                  # (0: never scale: the long recipe keeps its 128 x 4 held-out evaluation)
+    families: str | None = None   # proof families (proofcheck.data.families): None = arithmetic chains only, "all",
+                                  # "linear,parity,...". 20 minutes of 2 cores is ~600 warm-up proofs: over six
+                                  # families (~100 each) nothing checks (Bal-F1 .30), on chains alone it does (.88)
+    exclude_family: str | None = None   # left out of SFT and GRPO only: the held-out and dev sets keep it
+    prompt_style: str | None = None  # verifier prompt (proofcheck.protocol): the same in SFT, GRPO, evaluation and
+                                     # serving (written into the model folder); the recipe's (compact halves the
+                                     # prompt tokens)
+    curve_every: int | None = None  # GRPO steps between learning-curve points (0: only before and after)
+    curve_tasks: int = 16         # held-out proofs of each curve point (the first ones of the held-out set)
+    full: bool = False            # the long CPU recipe (`full()`), judged against its own targets
+
+    def __post_init__(self) -> None:
+        values = fill_from_recipe(self, RECIPE_FIELDS)
+        if self.max_tokens is None:
+            self.max_tokens = values["eval_max_new_tokens"]
+
+    @property
+    def recipe_summary(self) -> dict[str, Any]:
+        """The recipe and its deltas, as summary.json records them (`recipe`)."""
+        return recipe_record(self.recipe, self.deltas)
+
+    @classmethod
+    def full_recipe(cls, **kw: Any) -> DemoConfig:
+        """The long CPU recipe (`proofcheck demo --full`, `make train-cpu`): SmolLM2-135M, every family,
+        90 minutes, 128 held-out proofs x 4 passes before and after GRPO, a learning-curve point on 32 of
+        them every 4 GRPO steps, the recipe's learning rate. Step counts are the most; the budget sizes them."""
+        base = dict(workdir=Path("runs/train-cpu"), full=True, budget_s=5400.0, sft_tasks=2048, grpo_tasks=1024,
+                    families="all", deltas=dict(FULL_DELTAS),
+                    dev_tasks=64, sft_steps=400, sft_share=0.5, score_reserve_s=720.0,
+                    curve_tasks=32, passes=4, repeats=1, ref_sft_step_s=0.0)
+        base.update(kw)
+        return cls(**base)
+
+    @classmethod
+    def quick(cls, **kw: Any) -> DemoConfig:
+        """The tiny random model: every stage in a few minutes, numbers are a pipeline check only."""
+        base = dict(model="tiny", families="all", sft_tasks=128, grpo_tasks=64, sft_steps=60, sft_lr=3e-3,
+                    sft_lora_r=0, sft_lora_layers=None, recipe="configs/grpo/tiny-cpu.yaml", deltas=dict(QUICK_DELTAS),
+                    max_tokens=96)  # serving's budget (the tiny recipe's evaluation stops at 48 tokens)
+        base.update(kw)
+        return cls(**base)
