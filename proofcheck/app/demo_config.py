@@ -18,7 +18,7 @@ RECIPE_FIELDS = {"grpo_steps": "max_steps", "grpo_lr": "learning_rate", "eval_ta
 DEMO_DELTAS = {
     "max_steps": Delta(48, "the most; the time budget decides: a step takes 40 s on avx512_bf16, 100-160 s on AVX2"),
     "learning_rate": Delta(1e-4, "from a warm-up that checks (chains, Bal-F1 .88): 9 steps at 3e-4 lost .09, "
-                                 "24 at 1e-4 kept it and raised the 4-pass decision .69 -> .84"),
+                                 "24 at 1e-4 kept it (+.015)"),
     "eval_every_steps": Delta(3, "a learning-curve point every 3 GRPO steps"),
 }
 FULL_DELTAS = {
