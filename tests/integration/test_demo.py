@@ -19,7 +19,10 @@ SMALL = ["--quick", "--dtype", "fp32", "--sft-steps", "6", "--grpo-steps", "2", 
 def test_demo_runs_every_stage_and_reuses_on_rerun(tmp_path):
     work = tmp_path / "demo"
     cmd = [sys.executable, "-m", "proofcheck.app.cli", "demo", "--workdir", str(work), *SMALL]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    # from a working directory outside the checkout: the installed package finds its scripts and recipes
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=elsewhere)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for stage in ("build the model", "validate shipped data", "build the curriculum", "supervised warm-up",
                   "GRPO", "serve the trained verifier"):
