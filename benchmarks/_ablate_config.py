@@ -47,8 +47,11 @@ class AblateConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     steps: int | None = None      # GRPO steps of every arm (the most, with a budget; recipe: max_steps)
     budget_s: float | None = None  # the whole run's wall clock; None: no fitting (every seed, `steps` steps)
-    sft_tasks: int = 256
-    sft_steps: int = 48
+    families: str | None = None   # None: the demo's arithmetic chains (the warm-up checks there); "all" or names
+    # the warm-up every arm starts from: on chains 48 steps give held-out Bal-F1 ~0.58 (room to learn, some
+    # checking), 77 steps ~0.88 (docs/measurements/2026-12-05-demo-chains.md); 32 six-family steps gave ~0.3
+    sft_tasks: int = 640
+    sft_steps: int = 80
     sft_lr: float = 1e-3
     sft_lora_r: int = 16
     grpo_tasks: int = 512
@@ -71,7 +74,7 @@ class AblateConfig:
 
     @classmethod
     def quick(cls, **kw: Any) -> AblateConfig:
-        base = dict(seeds=[0, 1], budget_s=1800.0, sft_steps=32, grpo_tasks=256, deltas=dict(QUICK_DELTAS),
+        base = dict(seeds=[0, 1], budget_s=1800.0, sft_tasks=384, sft_steps=48, grpo_tasks=256, deltas=dict(QUICK_DELTAS),
                     repair_pairs=16, kpass_tasks=16, arms=[a for a in ARMS if a != "repaired"])
         return cls(**{**base, **kw})
 

@@ -8,8 +8,9 @@ dtype (bf16 autocast where native, `proofcheck.precision`) and the same syntheti
   the trainer's optimizer step), 16 completions = 4 prompts x 4 generations, the prompts as the recipe
   renders them, each completion the task's gold verification repeated to a drawn length (seeded: 40-160
   tokens, 2 of 16 at max_completion_length), right-padded, prompts left-padded, as TRL batches them.
-  Content does not change the cost; lengths and padding do. Both log-probability paths run on the same
-  batch: TRL's fused LM head (`completion_logits: false`) and `train/logprobs.py` (`true`).
+  Content does not change the cost; lengths and padding do. Every log-probability path runs on the same
+  batch: TRL's fused LM head (`completion_logits: false`) and `train/logprobs.py` (`true`), with every
+  row's prompt forwarded (`completion_logits_shared_prompt: false`) and with a group's prompt once.
 
 Each pass is timed (median of `reps` after a warm-up) and counted: real tokens (prompt + completion, what
 TRL's `num_tokens` counts), padded positions, loss tokens. One more pass of each GRPO path runs under
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+GRPO_PATHS = ("trl", "rows", "completion_logits")  # TRL's head; ours, every row's prompt; ours, a prompt once
 VOCAB_RANGES = ("ChunkedLogProbFunction", "logprobs: vocab")  # TRL's fused head; train/logprobs.py's range
 PARTS = ("forward: vocab projection + log-softmax", "forward: attention", "forward: rest of the model",
          "entropy (no grad)", "backward: vocab (TRL recomputes the projection)", "backward: attention",
@@ -81,6 +83,10 @@ def grpo_batch(trainer: Any, tasks: list[dict], lengths: list[int], generations:
         body = (g * (1 + length // max(1, len(g))))[:length - 1] + [eos]
         out["completion_ids"][i, :length] = torch.tensor(body)
         out["completion_mask"][i, :length] = 1
+    # TRL shuffles a generation batch's rows before `compute_loss` (`shuffle_sequence_dict`): a group's rows
+    # arrive scattered, and train/logprobs.py puts them back in prompt order; the same shuffle here
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(1))
+    out = {k: v[order] for k, v in out.items()}
     out["advantages"] = torch.randn(n, generator=torch.Generator().manual_seed(0))
     out["advantages"] -= out["advantages"].mean()
     out["num_items_in_batch"] = out["completion_mask"].sum()
@@ -90,13 +96,19 @@ def grpo_batch(trainer: Any, tasks: list[dict], lengths: list[int], generations:
 def grpo_counts(batch: dict[str, Any], generations: int) -> dict[str, int]:
     """Real tokens, padded positions and loss tokens of a GRPO batch, and the positions each path projects
     through the vocabulary (TRL's fused head on CPU: every position; train/logprobs.py: the real completion
-    tokens, after a group's forward cut to the group's own width)."""
-    pm, cm = batch["prompt_mask"], batch["completion_mask"]
+    tokens, after a group's forward cut to the group's own width); `shared_prompt_tokens`: the real tokens
+    through the layers when a group's prompt is forwarded once (`completion_logits_shared_prompt`)."""
+    from proofcheck.train.logprobs import by_prompt
+
+    order = by_prompt(batch["prompt_ids"], batch["prompt_mask"])  # groups contiguous, as train/logprobs.py runs them
+    pm, cm = batch["prompt_mask"][order], batch["completion_mask"][order]
     real, positions = int(pm.sum() + cm.sum()), pm.numel() + cm.numel()
     trimmed = sum(int(pm[s:s + generations].any(0).sum()) * min(generations, pm.size(0) - s)
                   + int(cm[s:s + generations].any(0).sum()) * min(generations, pm.size(0) - s)
                   for s in range(0, pm.size(0), generations))
+    shared = sum(int(pm[s].sum()) for s in range(0, pm.size(0), generations)) + int(cm.sum())
     return {"real_tokens": real, "padded_positions": positions - real, "loss_tokens": int(cm.sum()),
+            "shared_prompt_tokens": shared,
             "trl_vocab_positions": pm.size(0) * (pm.size(1) + cm.size(1) - 1),
             "completion_logits_vocab_positions": int(cm.sum()), "completion_logits_positions": trimmed}
 
@@ -230,12 +242,12 @@ def measure(model: Path, recipe: Path, work: Path, reps: int = 3) -> dict[str, A
     net, opt, sft_batch, pad = sft_setup(model, cfg.get("lora_r", 16), cfg.get("lora_alpha", 32),
                                          cfg.get("lora_layers"), bf16, tasks, style)
 
-    def grpo(flag: bool) -> float:
-        trainer.completion_logits = flag
+    def grpo(flag: bool, share_prompt: bool = True) -> float:
+        trainer.completion_logits, trainer.share_prompt = flag, share_prompt
         return grpo_pass(trainer, batch)
 
     passes = {"sft": lambda: sft_pass(net, opt, sft_batch, pad, bf16), "trl": lambda: grpo(False),
-              "completion_logits": lambda: grpo(True)}
+              "rows": lambda: grpo(True, share_prompt=False), "completion_logits": lambda: grpo(True)}
     seconds: dict[str, list[float]] = {k: [] for k in passes}
     for fn in passes.values():  # warm-up
         fn()
@@ -248,14 +260,16 @@ def measure(model: Path, recipe: Path, work: Path, reps: int = 3) -> dict[str, A
                            "seconds": {k: round(statistics.median(v), 3) for k, v in seconds.items()},
                            "seconds_all": {k: [round(x, 3) for x in v] for k, v in seconds.items()},
                            "counts": {"sft": sft_counts(sft_batch), "grpo": grpo_counts(batch, generations)},
-                           "profile": {k: profile_parts(passes[k]) for k in ("trl", "completion_logits")}}
+                           "profile": {k: profile_parts(passes[k]) for k in GRPO_PATHS}}
     shape = Shape.from_config(trainer.model.config)
     peft = bool(cfg.get("use_peft"))
     out["model_flops"] = {}
     for k in passes:
         c = out["counts"]["sft" if k == "sft" else "grpo"]
         rows = len(sft_batch) if k == "sft" else len(lengths)
-        out["model_flops"][k] = model_flops(shape, c["real_tokens"], c["loss_tokens"], c["real_tokens"] / rows / 2,
+        # the shared-prompt path computes each group's prompt once: its FLOPs count it once
+        tokens = c["shared_prompt_tokens"] if k == "completion_logits" else c["real_tokens"]
+        out["model_flops"][k] = model_flops(shape, tokens, c["loss_tokens"], c["real_tokens"] / rows / 2,
                                             cfg.get("lora_layers") if peft else None, not peft)
     per = {k: s / out["counts"]["sft" if k == "sft" else "grpo"]["real_tokens"] for k, s in out["seconds"].items()}
     out["ms_per_real_token"] = {k: round(1e3 * v, 3) for k, v in per.items()}
@@ -273,7 +287,10 @@ def print_cost(cost: dict[str, Any], peak: float, machine: dict[str, Any]) -> No
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     labels = {"sft": f"SFT step ({cost['sft_batch']} tasks, train/sft.py)",
               "trl": f"GRPO, TRL's fused head (`completion_logits: false`), {cost['completions']} completions",
-              "completion_logits": f"GRPO, `completion_logits: true`, {cost['completions']} completions"}
+              "rows": f"GRPO, `completion_logits: true`, every row's prompt (`completion_logits_shared_prompt: "
+                      f"false`), {cost['completions']} completions",
+              "completion_logits": f"GRPO, `completion_logits: true`, a group's prompt once, {cost['completions']} "
+                                   "completions"}
     for k, label in labels.items():
         n = c["sft" if k == "sft" else "grpo"]
         mfu = cost["model_flops"][k] / cost["seconds"][k] / peak
@@ -284,13 +301,15 @@ def print_cost(cost: dict[str, Any], peak: float, machine: dict[str, Any]) -> No
     print(f"\nPositions through the 49,152-token vocabulary projection: TRL's fused head on CPU "
           f"{g['trl_vocab_positions']}, completion_logits {g['completion_logits_vocab_positions']} (the real completion "
           f"tokens); through the layers: {g['real_tokens'] + g['padded_positions']} (batch padded) vs "
-          f"{g['completion_logits_positions']} (each group's forward cut to its own width). MFU: model FLOPs "
-          f"(the layers for every real token, the vocabulary projection at loss tokens only) / seconds / the "
+          f"{g['completion_logits_positions']} (each group's forward cut to its own width) vs "
+          f"{g['shared_prompt_tokens']} real tokens (a group's prompt once). MFU: model FLOPs (the layers for "
+          f"every real token the path computes, the vocabulary projection at loss tokens only) / seconds / the "
           f"{machine['compute_dtype']} matmul peak measured now ({peak / 1e9:.0f} GFLOP/s).\n")
-    print("| GRPO training pass, self CPU seconds (torch.profiler) | TRL's fused head | completion_logits |")
-    print("|---|---:|---:|")
-    before, after = cost["profile"]["trl"], cost["profile"]["completion_logits"]
+    print("| GRPO training pass, self CPU seconds (torch.profiler) | TRL's fused head | completion_logits, every "
+          "row's prompt | completion_logits, a group's prompt once |")
+    print("|---|---:|---:|---:|")
+    prof = [cost["profile"][k] for k in GRPO_PATHS]
     for part in PARTS:
-        if before[part] or after[part]:
-            print(f"| {part} | {before[part]:.2f} | {after[part]:.2f} |")
-    print(f"| total | {sum(before.values()):.2f} | {sum(after.values()):.2f} |")
+        if any(p[part] for p in prof):
+            print(f"| {part} | " + " | ".join(f"{p[part]:.2f}" for p in prof) + " |")
+    print("| total | " + " | ".join(f"{sum(p.values()):.2f}" for p in prof) + " |")

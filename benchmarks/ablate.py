@@ -5,8 +5,8 @@ ablations show"), with the data arm, the SFT control and the k-pass rule.
     python benchmarks/ablate.py --json runs/ablate/ablations.json                  # the full variant
     python benchmarks/ablate.py --quick --model tiny --out /tmp/abl ...            # pipeline check
 
-On the CPU curriculum of `proofcheck demo` (`data.synth.disjoint_splits`, every family; held-out and dev
-sets drawn first) and one SFT warm-up (`proofcheck.train.sft`) that every arm starts from, it runs
+On the CPU curriculum of `proofcheck demo` (`data.synth.disjoint_splits`: the demo's arithmetic chains, or
+`--families`; held-out and dev sets drawn first) and one SFT warm-up (`proofcheck.train.sft`) that every arm starts from, it runs
 `train/grpo.py` with the demo's recipe (configs/grpo/smollm2-cpu.yaml, tiny-cpu.yaml for `--model tiny`),
 a curriculum folder written as the demo's (`data.assembly.write_curriculum`) and the demo's overrides, for
 each seed of each arm, with the same steps and seeds; the arms differ only by overrides:
@@ -71,12 +71,16 @@ from proofcheck.data.assembly import write_curriculum
 
 
 def build_curriculum(cfg: AblateConfig) -> dict[str, list[dict[str, Any]]]:
-    """The demo's sets (held-out first, every family) plus a `repair` set drawn last, disjoint by problem."""
+    """The demo's sets (held-out first; the demo's arithmetic chains, or `cfg.families`) plus a `repair` set
+    drawn last, disjoint by problem."""
+    from proofcheck.data.families import family_selection
     from proofcheck.data.synth import disjoint_splits
 
     sizes = {"eval": cfg.eval_tasks, "dev": 16, "sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks,
              "repair": 2 * cfg.repair_pairs}
-    return disjoint_splits(sizes, seed=0, families="all")
+    if cfg.families is None:
+        return disjoint_splits(sizes, seed=0)
+    return disjoint_splits(sizes, seed=0, families=family_selection(cfg.families))
 
 
 def choose_incentive(report: dict[str, Any]) -> dict[str, Any]:
@@ -227,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", help="comma-separated GRPO seeds (default: 0,1 with --quick, else 0,1,2)")
     ap.add_argument("--steps", type=int, help="GRPO steps per arm")
     ap.add_argument("--arms", help=f"comma-separated subset of {','.join(ARMS)}")
+    ap.add_argument("--families", help="proof families of every set (proofcheck.data.families: a name, a "
+                                       "comma-separated list or 'all'); default: the demo's arithmetic chains, "
+                                       "where the warm-up learns to check")
     ap.add_argument("--sizes", help="override sizes, e.g. sft_tasks=16,grpo_tasks=8,eval_tasks=4,kpass_max=2")
     ap.add_argument("--grpo-override", action="append", default=[], metavar="FLAG=VALUE",
                     help="one more train/grpo.py override for every run, e.g. --grpo-override use_vllm=false")
@@ -242,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             ap.error(f"--arms: unknown {bad}; choose from {','.join(ARMS)}")
         kw["arms"] = args.arms.split(",")
+    if args.families:
+        kw["families"] = args.families
     if args.budget_min is not None:
         kw["budget_s"] = args.budget_min * 60
     cfg = AblateConfig.quick(**kw) if args.quick else AblateConfig(**kw)

@@ -150,16 +150,19 @@ def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, 
             "eval": summary.get("eval"), "memory": summary.get("memory")}
 
 
-def mfu(row: dict[str, Any], shape: Any, batch: int, peft: bool, lora_layers: int | None, peak: float) -> float | None:
+def mfu(row: dict[str, Any], shape: Any, batch: int, peft: bool, lora_layers: int | None, peak: float,
+        prompt_once: int | None = None) -> float | None:
     """Model FLOPs of the optimisation part / its seconds / the compute dtype's matmul peak. Model FLOPs
     (`_train_cost.model_flops`): every token through the layers, the vocabulary projection at the completion
-    tokens only (the loss reads no other position)."""
+    tokens only (the loss reads no other position). `prompt_once`: the run forwards each group's prompt once
+    (`completion_logits_shared_prompt`) for this many completions, so its prompt tokens count once."""
     from _train_cost import model_flops
 
     tok, loss_tok, train_s = row["tokens_per_step"], row.get("completion_tokens_per_step"), row["split"]["train"]
     if not tok or not loss_tok or not train_s:
         return None
-    flops = model_flops(shape, tok, loss_tok, tok / batch / 2, lora_layers if peft else None, not peft)
+    computed = loss_tok + (tok - loss_tok) / prompt_once if prompt_once else tok
+    flops = model_flops(shape, computed, loss_tok, tok / batch / 2, lora_layers if peft else None, not peft)
     return flops / train_s / peak
 
 
@@ -300,8 +303,8 @@ def step_cost(model: Path, work: Path, recipe: Path, steps: int, batch: int, gen
                         {flag: (f"completion-logits-{flag}", ["--completion_logits", flag, "--vllm_cpu_packed_kernels",
                                                               flag, "--uncertainty_pool", "0", *extra])
                          for flag in ("false", "true")})
-    for r in rows.values():
-        m = mfu(r, shape, batch, True, lora_layers, peak)
+    for flag, r in rows.items():  # the new path forwards a group's prompt once (the recipe's default)
+        m = mfu(r, shape, batch, True, lora_layers, peak, prompt_once=generations if flag == "true" else None)
         r["mfu_train"] = round(m, 4) if m is not None else None
     speedup = round(rows["true"]["completions_per_min"] / rows["false"]["completions_per_min"], 3)
     figures = {"train.step_cost": cost, "train.completion_logits_runs": rows,

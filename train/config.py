@@ -160,6 +160,13 @@ class ProofcheckScriptArguments:
         "(tests/integration/test_grpo_logprobs.py). No effect on CUDA, where TRL's head already does it. "
         "false = TRL's path."))
 
+    completion_logits_shared_prompt: bool = field(default=True, metadata=_help(
+        "With completion_logits: forward a group's prompt once, not once per completion (train/logprobs.py "
+        "shared_prompt_hidden): its key/value cache, repeated for each completion, is their context, and the "
+        "gradient reaches the prompt's keys and values through it, so loss and gradients are the full rows'. "
+        "The prompt is ~3/4 of a step's tokens on the SmolLM2 CPU recipe. Not with gradient checkpointing "
+        "(no cache there). false = each row forwarded whole."))
+
     vllm_cpu_packed_kernels: bool = field(default=True, metadata=_help(
         "vLLM-CPU colocate only (train/vllm_cpu_fix.py): keep vLLM's packed GEMM kernels (oneDNN / sgl) and "
         "pack the engine's layers again after every weight sync (~0.1 s for SmolLM2-135M). On the SmolLM2 CPU "

@@ -11,8 +11,9 @@ that head was ~60% of GRPO's training pass, and 72% of the positions it projecte
 
 `completion_logps` returns the same quantities as TRL's `_get_per_token_logps_and_entropies` for a
 text-only batch, computed as TRL did before the fused head and as our SFT warm-up does:
-- a few rows per forward (one prompt's group by default), each chunk cut to its own width: no
-  column that is padding in every row of the chunk (a group shares its prompt, so no prompt padding);
+- a few rows per forward (one prompt's group by default: the rows are first put in prompt order, since
+  TRL shuffles them), each chunk cut to its own width: no column that is padding in every row of the
+  chunk (a group shares its prompt, so no prompt padding); the group's prompt forwarded once;
 - the model's own forward with `logits_to_keep`, so the vocabulary projection runs on the completion
   columns only, and the log-softmax (fp32, temperature-scaled, as TRL's) on the real completion
   tokens only;
@@ -64,7 +65,7 @@ def chunk_span(attention_mask: Any, prompt_cols: int) -> tuple[int, int]:
 
 def completion_logps(model: Any, lm_head: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, *,
                      rows: int, temperature: float, autocast: Callable[[], Any],
-                     compute_entropy: bool) -> tuple[Any, Any]:
+                     compute_entropy: bool, share_prompt: bool = True) -> tuple[Any, Any]:
     """(log-probabilities, entropies or None) of the last `logits_to_keep` tokens of each row, both
     (batch, logits_to_keep) float32 and 0 where `attention_mask` is 0, as TRL's fused head gives them.
 
@@ -72,13 +73,16 @@ def completion_logps(model: Any, lm_head: Any, input_ids: Any, attention_mask: A
     embedding. `rows`: rows per forward. `autocast`: the trainer's (`accelerator.autocast`).
     A chunk whose rows are only right-padded (a group sharing its prompt) runs without an attention mask:
     causal attention already keeps every real token from the padding after it, and the model then takes
-    the causal kernel instead of a materialised mask (half the attention blocks on CPU).
+    the causal kernel instead of a materialised mask (half the attention blocks on CPU). With `share_prompt`,
+    such a chunk whose rows carry one prompt forwards that prompt once (`shared_prompt_hidden`).
     """
     import torch
     import torch.nn.functional as F
     from torch.profiler import record_function
 
     prompt_cols = input_ids.size(1) - logits_to_keep
+    perm = by_prompt(input_ids[:, :prompt_cols], attention_mask[:, :prompt_cols])
+    input_ids, attention_mask = input_ids[perm], attention_mask[perm]
     logps, entropies = [], []
     for start in range(0, input_ids.size(0), rows):
         ids, am = input_ids[start:start + rows], attention_mask[start:start + rows]
@@ -86,12 +90,17 @@ def completion_logps(model: Any, lm_head: Any, input_ids: Any, attention_mask: A
         span = am[:, first:end]
         right_padded_only = bool((span[:, 1:] <= span[:, :-1]).all())
         mask = am[:, prompt_cols:end].bool()
+        one_prompt = (share_prompt and right_padded_only and ids.size(0) > 1
+                      and bool((ids[:, first:prompt_cols] == ids[:1, first:prompt_cols]).all()))
         with autocast():
-            out = model(input_ids=ids[:, first:end], attention_mask=None if right_padded_only else span,
-                        logits_to_keep=1, output_hidden_states=True, use_cache=False)
-            # hidden_states[-1] is the final-norm output (transformers: the last hidden state), at the
-            # positions that predict each completion token
-            hidden = out.hidden_states[-1][:, prompt_cols - first - 1:end - first - 1][mask]
+            if one_prompt:
+                hidden = shared_prompt_hidden(model, ids, first, prompt_cols, end)[mask]
+            else:
+                out = model(input_ids=ids[:, first:end], attention_mask=None if right_padded_only else span,
+                            logits_to_keep=1, output_hidden_states=True, use_cache=False)
+                # hidden_states[-1] is the final-norm output (transformers: the last hidden state), at the
+                # positions that predict each completion token
+                hidden = out.hidden_states[-1][:, prompt_cols - first - 1:end - first - 1][mask]
             with record_function("logprobs: vocab"):  # a range benchmarks/train_real.py --profile reads
                 logp = (lm_head(hidden).float() / temperature).log_softmax(-1)
         token_logp = logp.gather(-1, ids[:, prompt_cols:end][mask].unsqueeze(-1)).squeeze(-1)
@@ -101,4 +110,48 @@ def completion_logps(model: Any, lm_head: Any, input_ids: Any, attention_mask: A
             with torch.no_grad(), record_function("logprobs: entropy"):
                 ent = -(logp.exp() * logp).sum(-1)
             entropies.append(F.pad(ent.new_zeros(mask.shape).masked_scatter(mask, ent), pad))
-    return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None)
+    back = torch.argsort(perm)  # the caller's row order
+    return torch.cat(logps)[back], (torch.cat(entropies)[back] if compute_entropy else None)
+
+
+def by_prompt(prompt_ids: Any, prompt_mask: Any) -> Any:
+    """A row order (LongTensor) that puts rows with the same prompt next to each other, groups in the order
+    of their first row, rows in their order within a group. TRL shuffles a generation batch's rows before
+    `compute_loss` (`shuffle_sequence_dict`), so a group's completions arrive scattered; chunks cut from
+    this order share their prompt (no left padding, one prompt forward with `share_prompt`).
+
+    >>> import torch
+    >>> ids = torch.tensor([[0, 5, 6], [7, 8, 9], [0, 5, 6], [7, 8, 9]])
+    >>> by_prompt(ids, (ids > 0).long()).tolist()
+    [0, 2, 1, 3]
+    """
+    import torch
+
+    keys = [tuple(row[mask.bool()].tolist()) for row, mask in zip(prompt_ids, prompt_mask, strict=True)]
+    first: dict[tuple[int, ...], int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    return torch.tensor(sorted(range(len(keys)), key=lambda i: first[keys[i]]), dtype=torch.long)
+
+
+def shared_prompt_hidden(model: Any, ids: Any, first: int, prompt_cols: int, end: int) -> Any:
+    """Final hidden states at the positions that predict completion tokens `prompt_cols..end-1` of rows that
+    share one prompt (columns `first..prompt_cols-1`, no padding there), (rows, end - prompt_cols, hidden).
+
+    The prompt runs once, not once per row: GRPO's group repeats its prompt for every completion, and the
+    prompt is ~3/4 of a step's tokens on the CPU recipe. Its key/value cache, repeated for each row, is the
+    context of the completions' forward. Gradients flow into the prompt's keys and values through the cache,
+    so the loss and gradients are those of the full rows (tests/integration/test_grpo_logprobs.py).
+    """
+    import torch
+
+    rows, width = ids.size(0), end - prompt_cols
+    out = model(input_ids=ids[:1, first:prompt_cols], logits_to_keep=1, output_hidden_states=True, use_cache=True)
+    last = out.hidden_states[-1][:, -1:].expand(rows, -1, -1)  # predicts the first completion token
+    if width <= 1:
+        return last[:, :width]
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(rows)
+    rest = model(input_ids=ids[:, prompt_cols:end - 1], past_key_values=cache, logits_to_keep=1,
+                 output_hidden_states=True, use_cache=True)
+    return torch.cat([last, rest.hidden_states[-1]], 1)

@@ -90,6 +90,7 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
                           train_dataset=to_dataset(data.train), eval_dataset=eval_ds,
                           peft_config=peft_config(script, model_args))
     trainer.completion_logits = script.completion_logits
+    trainer.share_prompt = script.completion_logits_shared_prompt
     for fn in rewards:  # one truncation rule: a completion cut by max_completion_length is invalid
         if hasattr(fn, "configure_truncation"):
             fn.configure_truncation(trainer.eos_token_ids, training.max_completion_length)

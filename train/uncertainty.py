@@ -169,6 +169,7 @@ def trainer_class() -> type:
     class UncertaintyGRPOTrainer(GRPOTrainer):
         uncertainty: UncertaintyPool | None = None
         completion_logits: bool = False   # the recipes' `completion_logits` (train/run.py sets it)
+        share_prompt: bool = True         # the recipes' `completion_logits_shared_prompt`
 
         def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
                                                logits_to_keep: int, batch_size: int | None = None,
@@ -185,7 +186,8 @@ def trainer_class() -> type:
             logps, entropies = completion_logps(model, lm_head, input_ids, attention_mask, logits_to_keep,
                                                 rows=min(batch_size or self.num_generations, self.num_generations),
                                                 temperature=self.temperature, autocast=self.accelerator.autocast,
-                                                compute_entropy=compute_entropy)
+                                                compute_entropy=compute_entropy,
+                                                share_prompt=self.share_prompt and not self.args.gradient_checkpointing)
             return logps, entropies, None
 
         def _get_train_sampler(self, dataset: Any = None) -> Any:

@@ -63,7 +63,8 @@ def _packed_keeping_weights(layer, remove_weight: bool) -> None:  # noqa: ARG001
 
 def repack_linear_layers(model: Any) -> int:
     """Pack every dispatched layer of a vLLM-CPU model again from its current `weight` (after a weight
-    sync wrote new values into it); returns how many. A no-op count of 0 under `packed=False`."""
+    sync wrote new values into it); returns how many. It always packs: under `packed=False` (plain
+    F.linear dispatch) the sync wrapper does not call it."""
     dispatch = _vllm_dispatch()
     n = 0
     for module in model.modules():

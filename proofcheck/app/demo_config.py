@@ -16,7 +16,8 @@ RECIPE_FIELDS = {"grpo_steps": "max_steps", "grpo_lr": "learning_rate", "eval_ta
                  "eval_passes": "eval_passes", "curve_every": "eval_every_steps", "prompt_style": "prompt_style"}
 # each mode's deliberate differences from its recipe YAML (printed at the start, recorded in summary.json `recipe`)
 DEMO_DELTAS = {
-    "max_steps": Delta(48, "the most; the time budget decides: a step takes 40 s on avx512_bf16, 100-160 s on AVX2"),
+    "max_steps": Delta(48, "the most; the time budget decides: a step took 15-18 s on a 2-core avx512_bf16 "
+                           "host (2026-12-05), 100-160 s on AVX2 before issue 33"),
     "learning_rate": Delta(1e-4, "from a warm-up that checks (chains, Bal-F1 .88): 9 steps at 3e-4 lost .09, "
                                  "24 at 1e-4 kept it (+.015)"),
     "eval_every_steps": Delta(3, "a learning-curve point every 3 GRPO steps"),

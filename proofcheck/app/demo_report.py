@@ -85,21 +85,24 @@ def family_table(evals: dict[str, dict[str, Any]]) -> None:
 
 
 # what the 20-minute demo and the long CPU recipe aim for (held-out, after GRPO)
-DEMO_TARGET = {"rough_bal_f1": 0.6, "rough_tnr": 0.5, "gain": 0.10, EVAL_VALID_RATE: None}
-FULL_TARGET = {"rough_bal_f1": 0.8, "rough_tnr": 0.6, "gain": 0.10, EVAL_VALID_RATE: 0.95}
+# issue 32's targets: the demo, a gain >= +0.05 without a TNR drop; the long recipe, a gain >= +0.10 to a
+# Balanced F1 >= 0.7, TNR not below its SFT start, valid rate >= 0.95. None: no floor / not lower than before.
+DEMO_TARGET = {"rough_bal_f1": None, "rough_tnr": None, "gain": 0.05, EVAL_VALID_RATE: None}
+FULL_TARGET = {"rough_bal_f1": 0.7, "rough_tnr": None, "gain": 0.10, EVAL_VALID_RATE: 0.95}
 
 
 def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict[str, Any] | None = None) -> str:
     """A plain reading of the before/after numbers against the target, whichever way they went."""
     target = target or DEMO_TARGET
     f0, f1 = before.get("rough_bal_f1") or 0.0, after.get("rough_bal_f1") or 0.0
-    tnr = after.get("rough_tnr") or 0.0
-    v0, v1 = before.get(EVAL_VALID_RATE) or 0.0, after.get(EVAL_VALID_RATE) or 0.0
-    valid = ((v1 >= target[EVAL_VALID_RATE], f"valid rate {v1:.3f} (target >= {target[EVAL_VALID_RATE]})")
-             if target.get(EVAL_VALID_RATE) is not None else (v1 >= v0, f"valid rate {v0:.3f} -> {v1:.3f} (target: not lower)"))
-    checks = [(f1 >= target["rough_bal_f1"], f"Balanced F1 after GRPO {f1:.3f} (target >= {target['rough_bal_f1']})"),
-              (tnr >= target["rough_tnr"], f"TNR {tnr:.3f} (target >= {target['rough_tnr']})"),
-              (f1 - f0 >= target["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{target['gain']})"), valid]
+    checks = [(f1 - f0 >= target["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{target['gain']})")]
+    if target["rough_bal_f1"] is not None:
+        checks.append((f1 >= target["rough_bal_f1"],
+                       f"Balanced F1 after GRPO {f1:.3f} (target >= {target['rough_bal_f1']})"))
+    for key, name in (("rough_tnr", "TNR"), (EVAL_VALID_RATE, "valid rate")):
+        a, b = before.get(key) or 0.0, after.get(key) or 0.0
+        checks.append((b >= target[key], f"{name} {b:.3f} (target >= {target[key]})") if target[key] is not None
+                      else (b >= a, f"{name} {a:.3f} -> {b:.3f} (target: not lower)"))
     met = [text for ok, text in checks if ok]
     missed = [text for ok, text in checks if not ok]
     if not missed:
@@ -219,12 +222,14 @@ def curve_table(summary: dict[str, Any]) -> str | None:
             f"TNR {last.get('rough_tnr') or 0:.2f}")
 
 
-# per-step checking diagnostics (run_summary.json `step_diagnostics`: TRL's log keys and ours, `checking/...`)
+# per-step checking diagnostics (run_summary.json `step_diagnostics`: TRL's log keys and ours, `checking/...`).
+# "flat" is ours: groups whose meta-verifier grades are all equal. TRL's frac_reward_zero_std reads the weighted
+# total, where the format term alone gives a group spread: it read 0.00 on steps where ours read 0.36.
 DIAG_COLUMNS = (("reward", "rwd"), ("checking/accept_rate_valid", "accV"),
                 ("checking/accept_rate_flawed", "accF"), ("checking/discrimination", "disc"),
                 ("checking/level/EXACT_MATCH", "ex"), ("checking/level/BASIC_MATCH", "bas"),
                 ("checking/level/POOR_MATCH", "poor"), ("checking/level/WRONG_POLARITY", "wrg"),
-                ("checking/level/invalid", "inv"), ("frac_reward_zero_std", "flat"),
+                ("checking/level/invalid", "inv"), ("checking/zero_spread_groups", "flat"),
                 ("completions/mean_length", "len"), ("completions/clipped_ratio", "cut"))
 
 
@@ -244,8 +249,8 @@ def diagnostics_table(summary: dict[str, Any]) -> None:
     if not rows:
         return
     t = Table(title="GRPO per step: accept rate on valid (accV) and flawed (accF) proofs and their difference (disc: "
-                    "0 = bias only); levels exact / basic / poor / wrong polarity / invalid; share of groups without reward "
-                    "spread (flat: no signal); mean completion tokens (len), share cut off (cut); reward (rwd)", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+                    "0 = bias only); levels exact / basic / poor / wrong polarity / invalid; share of groups whose "
+                    "meta-verifier grades are all equal (flat: no signal); mean completion tokens (len), share cut off (cut); reward (rwd)", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     t.add_column("step", justify="right")
     for _, short in DIAG_COLUMNS:
         t.add_column(short, justify="right")
@@ -277,7 +282,7 @@ def diagnostics_plot(summary: dict[str, Any], path: Path) -> Path | None:
     for key, label, color in (("checking/accept_rate_valid", "accept | valid proof", "#55a868"),
                               ("checking/accept_rate_flawed", "accept | flawed proof", "#c44e52"),
                               ("checking/discrimination", "difference (0: bias only)", "#dd8452"),
-                              ("frac_reward_zero_std", "groups without spread", "#8172b2")):
+                              ("checking/zero_spread_groups", "groups without grade spread", "#8172b2")):
         ax.plot(steps, series(key), marker="o", ms=3, label=label, color=color)
     ax.axhline(0.0, color="#999999", lw=0.8)
     ax.set_ylim(-1.02, 1.02)

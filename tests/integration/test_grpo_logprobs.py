@@ -2,7 +2,8 @@
 
 Real TRL GRPOTrainer (our subclass, `train/uncertainty.py` `trainer_class`) on the tiny model, CPU, fp32: one
 generation batch built as TRL's `_generate_and_score_completions` returns it (prompts of different lengths
-left-padded, completions of different lengths right-padded, one a single token), then the same weights and
+left-padded, completions of different lengths right-padded, one a single token, a group's rows scattered as
+TRL's shuffle leaves them), then the same weights and
 batch through TRL's own path (`completion_logits = False`: the fused LM head over every position) and ours.
 
 Stated tolerance (fp32): per-token log-probabilities and entropies within 1e-5 absolute; the loss within
@@ -30,7 +31,7 @@ def _trainer(tiny_model, tmp_path, peft: bool):
 
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
                       per_device_train_batch_size=8, num_generations=4, max_completion_length=12, beta=0.0,
-                      temperature=0.7, seed=0)
+                      temperature=0.7, seed=0, gradient_checkpointing=False)  # the CPU recipes' setting
     # random LoRA B as well as A (not the no-op start), so every adapter weight gets a gradient
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False,
                       layers_to_transform=[1]) if peft else None
@@ -54,7 +55,7 @@ def _batch(trainer):
            "completion_ids": torch.full((n, width_c), tok.pad_token_id),
            "completion_mask": torch.zeros((n, width_c), dtype=torch.long)}
     for i, length in enumerate(lengths):
-        p = prompts[i // 4]
+        p = prompts[i % 2]  # a group's rows scattered, as TRL's shuffle of the generation batch leaves them
         out["prompt_ids"][i, width_p - len(p):] = torch.tensor(p)
         out["prompt_mask"][i, width_p - len(p):] = 1
         out["completion_ids"][i, :length] = torch.randint(0, len(tok), (length,), generator=g)
@@ -90,12 +91,15 @@ def test_completion_logits_match_trl(tiny_model, tmp_path, monkeypatch, peft):
     calls = []
     real = lp.completion_logps
     monkeypatch.setattr(lp, "completion_logps", lambda *a, **k: calls.append(1) or real(*a, **k))
+    shared, real_shared = [], lp.shared_prompt_hidden
+    monkeypatch.setattr(lp, "shared_prompt_hidden", lambda *a, **k: shared.append(1) or real_shared(*a, **k))
     trainer = _trainer(tiny_model, tmp_path, peft)
     batch = _batch(trainer)
     ref_logps, ref_ents, ref_loss, ref_grads = _run(trainer, batch, completion_logits=False)
     assert not calls  # TRL's own path
     logps, ents, loss, grads = _run(trainer, batch, completion_logits=True)
     assert len(calls) == 2  # ours, in the no-grad call and in compute_loss
+    assert len(shared) == 4  # each call forwards each group's prompt once
 
     mask = batch["completion_mask"].bool()
     assert ref_logps[mask].abs().min() > 0.5  # real log-probabilities (tiny vocabulary, random weights)
@@ -109,6 +113,13 @@ def test_completion_logits_match_trl(tiny_model, tmp_path, monkeypatch, peft):
                         batch["completion_ids"].size(1), rows=8, temperature=trainer.temperature,
                         autocast=trainer.accelerator.autocast, compute_entropy=False)
     torch.testing.assert_close(mixed[mask], ref_logps[mask], atol=1e-5, rtol=0)
+    trainer.share_prompt = False  # every row's prompt forwarded with it (the path before the shared prompt)
+    row_logps, _, row_loss, row_grads = _run(trainer, batch, completion_logits=True)
+    assert len(shared) == 4
+    torch.testing.assert_close(row_logps[mask], ref_logps[mask], atol=1e-5, rtol=0)
+    torch.testing.assert_close(row_loss, ref_loss, atol=0, rtol=1e-6)
+    for name, g in row_grads.items():
+        assert (g - ref_grads[name]).abs().max() <= 1e-4 * ref_grads[name].abs().max(), name
     torch.testing.assert_close(loss, ref_loss, atol=0, rtol=1e-6)
     assert grads.keys() == ref_grads.keys() and grads
     for name, g in grads.items():
