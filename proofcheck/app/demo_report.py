@@ -250,7 +250,9 @@ def diagnostics_table(summary: dict[str, Any]) -> None:
         return
     t = Table(title="GRPO per step: accept rate on valid (accV) and flawed (accF) proofs and their difference (disc: "
                     "0 = bias only); levels exact / basic / poor / wrong polarity / invalid; share of groups whose "
-                    "meta-verifier grades are all equal (flat: no signal); mean completion tokens (len), share cut off (cut); reward (rwd)", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+                    "meta-verifier grades are all equal (flat: no signal); mean completion tokens (len), share "
+                    "cut off (cut); reward (rwd)",
+              box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     t.add_column("step", justify="right")
     for _, short in DIAG_COLUMNS:
         t.add_column(short, justify="right")
