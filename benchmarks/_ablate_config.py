@@ -75,7 +75,8 @@ class AblateConfig:
     @classmethod
     def quick(cls, **kw: Any) -> AblateConfig:
         base = dict(seeds=[0, 1], budget_s=1800.0, sft_tasks=384, sft_steps=48, grpo_tasks=256,
-                    deltas=dict(QUICK_DELTAS), repair_pairs=16, kpass_tasks=16, arms=[a for a in ARMS if a != "repaired"])
+                    deltas=dict(QUICK_DELTAS), repair_pairs=16, kpass_tasks=16,
+                    arms=[a for a in ARMS if a != "repaired"])
         return cls(**{**base, **kw})
 
 

@@ -8,7 +8,8 @@ ablations show"), with the data arm, the SFT control and the k-pass rule.
 On the CPU curriculum of `proofcheck demo` (`data.synth.disjoint_splits`: the demo's arithmetic chains,
 or `--families`; held-out and dev sets drawn first) and one SFT warm-up (`proofcheck.train.sft`) that
 every arm starts from, it runs `train/grpo.py` with the demo's recipe (configs/grpo/smollm2-cpu.yaml,
-tiny-cpu.yaml for `--model tiny`), a curriculum folder written as the demo's (`data.assembly.write_curriculum`) and the demo's overrides, for
+tiny-cpu.yaml for `--model tiny`), a curriculum folder written as the demo's
+(`data.assembly.write_curriculum`) and the demo's overrides, for
 each seed of each arm, with the same steps and seeds; the arms differ only by overrides:
   training        `--reward_scale training`: the paper's scale (1/0.5/0.25/0), the reference arm;
   benchmark       `--reward_scale benchmark` (1/0.75/0.5/0);
