@@ -30,8 +30,8 @@ def register(sub: Any) -> None:
                    "check whose numbers say nothing about verification")
     p.add_argument("--full", action="store_true", help="the long CPU training recipe (also `make train-cpu`): "
                    "90 minutes, larger curriculum, 128 held-out proofs x 4 passes before and after GRPO, a "
-                   "learning-curve point every 4 GRPO steps; judged against the recipe's targets (Balanced F1 >= 0.8, "
-                   "TNR >= 0.6, valid >= 0.95, GRPO gain >= 0.10)")
+                   "learning-curve point every 4 GRPO steps; judged against the recipe's targets (held-out Balanced F1 "
+                   ">= 0.7 after GRPO and >= +0.10 over its SFT start, TNR not below the start's, valid >= 0.95)")
     p.add_argument("--workdir", help="where the demo keeps what it builds (default: runs/demo, "
                    "runs/train-cpu with --full, runs/demo-quick with --quick)")
     p.add_argument("--seed", type=int, default=0, help="seed for everything")
