@@ -74,14 +74,12 @@ from proofcheck.data.assembly import write_curriculum
 def build_curriculum(cfg: AblateConfig) -> dict[str, list[dict[str, Any]]]:
     """The demo's sets (held-out first; the demo's arithmetic chains, or `cfg.families`) plus a `repair` set
     drawn last, disjoint by problem."""
-    from proofcheck.data.families import family_selection
+    from proofcheck.data.families import family_choice
     from proofcheck.data.synth import disjoint_splits
 
     sizes = {"eval": cfg.eval_tasks, "dev": 16, "sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks,
              "repair": 2 * cfg.repair_pairs}
-    if cfg.families is None:
-        return disjoint_splits(sizes, seed=0)
-    return disjoint_splits(sizes, seed=0, families=family_selection(cfg.families))
+    return disjoint_splits(sizes, seed=0, families=family_choice(cfg.families))
 
 
 def choose_incentive(report: dict[str, Any]) -> dict[str, Any]:
