@@ -1,4 +1,4 @@
-"""Start the verification service: build the engine and service once, then run uvicorn.
+"""Start the verification service: reserve the port, build the engine and service once, then run uvicorn.
 
 `proofcheck serve` parses its flags (proofcheck/app/commands/serve.py) and calls `run_server`.
 The engine is vLLM in-process (`--model`, optional `--lora name=path`, engine arguments passed
@@ -13,6 +13,7 @@ open requests, then the app's lifespan drains the service and closes the engine.
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,16 +202,37 @@ class ServerThread:
         self.stop()
 
 
+def reserve_port(host: str, port: int) -> socket.socket:
+    """Bind `host:port` now (listening starts once the service is up), or exit saying who must move.
+
+    Taken before the engine loads: a busy port fails in a second rather than after the model is
+    built, and the engine's own ports (vLLM picks free ones while it starts) cannot land on ours.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise SystemExit(f"proofcheck serve: cannot listen on {host}:{port}: {exc.strerror}. Another process "
+                         f"holds the port: stop it, or pass a free one with --port.") from exc
+    return sock
+
+
 def run_server(cfg: ServeConfig) -> None:
-    """Build everything once, then serve until SIGINT/SIGTERM (graceful)."""
+    """Reserve the port, build everything once, then serve until SIGINT/SIGTERM (graceful)."""
     import uvicorn
 
     from proofcheck.serve.app import create_app
 
+    sock = reserve_port(cfg.host, cfg.port)
     service = build_service(cfg)
     app = create_app(service, api_key=cfg.api_key, drain_timeout_s=cfg.drain_timeout_s)
     print(f"proofcheck serve: {service.engine_kind} engine, model {service.default_model}, "
           f"{cfg.passes} passes ({cfg.rule}), up to {service.max_tokens} tokens a pass, on "
           f"http://{cfg.host}:{cfg.port}", flush=True)
-    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,
-                timeout_graceful_shutdown=int(cfg.drain_timeout_s))
+    server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,
+                                           timeout_graceful_shutdown=int(cfg.drain_timeout_s)))
+    server.run(sockets=[sock])
+    if not server.started:
+        raise SystemExit("proofcheck serve: the HTTP server did not start; see the log above")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+
 import pytest
 from pydantic import ValidationError
 
@@ -10,7 +14,7 @@ from proofcheck.parsing import format_verdict
 from proofcheck.serve.engine_args import engine_kwargs, lora_rank, on_cpu
 from proofcheck.serve.engines import Generation, PassOutput, _Stream, endpoint_root
 from proofcheck.serve.schemas import BatchRequest, VerifyRequest, VerifyResponse
-from proofcheck.serve.server import ServeConfig, parse_engine_args, parse_key_value
+from proofcheck.serve.server import ServeConfig, parse_engine_args, parse_key_value, reserve_port
 from proofcheck.serve.verifier import assemble, stop_rule
 
 N_STEPS = 3
@@ -173,3 +177,25 @@ def test_engine_kwargs_lora(tmp_path) -> None:
     assert engine_kwargs(max_lora_rank=8, enforce_eager=False)["enforce_eager"] is False  # explicit args win
     with pytest.raises(FileNotFoundError, match="adapter_config.json"):
         lora_rank(str(tmp_path / "missing"))
+
+
+def test_reserve_port_holds_the_port() -> None:
+    sock = reserve_port("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    try:
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind(("127.0.0.1", port))
+    finally:
+        sock.close()
+
+
+def test_serve_on_a_busy_port_exits_before_loading_the_model(tmp_path) -> None:
+    """The port is taken before the engine: the error names it and the fix, and no model is read."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "proofcheck.app.cli", "serve", "--model", str(tmp_path / "absent"),
+                               "--port", str(port)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "--port" in proc.stderr, proc.stderr
