@@ -12,7 +12,10 @@ log (the CPU recipes' run_summary.json, a GPU user's wandb or tensorboard) carri
 - `level/<LEVEL>` and `level/invalid`: the level mix, shares of all graded completions (grader
   failures are left out and counted apart as `grader_failure`);
 - `zero_spread_groups`: the share of groups (completions of the same proof) whose rewards are
-  all equal: GRPO's advantage is zero there, so the group teaches nothing;
+  all equal: GRPO's advantage is zero there, so the group teaches nothing; `zero_spread_valid` /
+  `zero_spread_flawed`, the same share among the groups of valid / flawed proofs. When only one
+  side has spread, only that side moves the policy: a verifier whose passes slip on valid proofs
+  and agree on flawed ones is pushed toward accepting by every step, whatever the reward scale;
 - `reward_family/<family>`: the mean reward on each proof family (`data.families.family_of`).
 
 Completion length and truncation are TRL's own (`completions/mean_length`,
@@ -82,6 +85,8 @@ def batch_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "accept_rate_flawed": acc_flawed,
         "discrimination": acc_valid - acc_flawed if valid and flawed else None,
         "zero_spread_groups": _zero_spread(outcomes),
+        "zero_spread_valid": _zero_spread(valid),
+        "zero_spread_flawed": _zero_spread(flawed),
         "grader_failure": float(len(outcomes) - len(graded)),
     }
     for key in LEVEL_KEYS:

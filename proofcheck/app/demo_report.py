@@ -281,11 +281,13 @@ def diagnostics_plot(summary: dict[str, Any], path: Path) -> Path | None:
         return [float("nan") if r.get(key) is None else r[key] for r in rows]
 
     fig, (ax, ax_l) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for key, label, color in (("checking/accept_rate_valid", "accept | valid proof", "#55a868"),
-                              ("checking/accept_rate_flawed", "accept | flawed proof", "#c44e52"),
-                              ("checking/discrimination", "difference (0: bias only)", "#dd8452"),
-                              ("checking/zero_spread_groups", "groups without grade spread", "#8172b2")):
-        ax.plot(steps, series(key), marker="o", ms=3, label=label, color=color)
+    for key, label, color, style in (("checking/accept_rate_valid", "accept | valid proof", "#55a868", "-"),
+                                     ("checking/accept_rate_flawed", "accept | flawed proof", "#c44e52", "-"),
+                                     ("checking/discrimination", "difference (0: bias only)", "#dd8452", "-"),
+                                     ("checking/zero_spread_groups", "groups without grade spread", "#8172b2", "-"),
+                                     ("checking/zero_spread_valid", "... of valid proofs", "#55a868", ":"),
+                                     ("checking/zero_spread_flawed", "... of flawed proofs", "#c44e52", ":")):
+        ax.plot(steps, series(key), marker="o", ms=3, label=label, color=color, linestyle=style)
     ax.axhline(0.0, color="#999999", lw=0.8)
     ax.set_ylim(-1.02, 1.02)
     ax.set_xlabel("GRPO step")

@@ -103,6 +103,7 @@ def test_the_batch_diagnostics_reach_log_metric() -> None:
     assert logged["checking/level/WRONG_POLARITY"] == pytest.approx(2 / 8)
     assert logged["checking/level/invalid"] == pytest.approx(1 / 8)
     assert logged["checking/zero_spread_groups"] == 0.0  # both groups have spread
+    assert logged["checking/zero_spread_valid"] == logged["checking/zero_spread_flawed"] == 0.0
     # rewards by family: linear (flawed) 1.25 / 4; parity (valid) 3 / 4
     assert logged["checking/reward_family/linear"] == pytest.approx(0.3125)
     assert logged["checking/reward_family/parity"] == pytest.approx(0.75)
@@ -119,11 +120,11 @@ def _o(group: str, flawed: bool, accepted: bool, level: Level | None, reward: fl
     # two groups of two, one without spread (both 1.0): half the groups teach nothing
     ([_o("a", False, True, Level.EXACT_MATCH, 1.0), _o("a", False, True, Level.EXACT_MATCH, 1.0),
       _o("b", True, False, Level.POOR_MATCH, 0.25), _o("b", True, True, Level.WRONG_POLARITY, 0.0)],
-     {"zero_spread_groups": 0.5, "accept_rate_valid": 1.0, "accept_rate_flawed": 0.5, "discrimination": 0.5,
-      "level/EXACT_MATCH": 0.5, "level/POOR_MATCH": 0.25, "level/WRONG_POLARITY": 0.25, "level/invalid": 0.0}),
+     {"zero_spread_groups": 0.5, "zero_spread_valid": 1.0, "zero_spread_flawed": 0.0,
+      "accept_rate_valid": 1.0, "accept_rate_flawed": 0.5, "discrimination": 0.5, "level/EXACT_MATCH": 0.5, "level/POOR_MATCH": 0.25, "level/WRONG_POLARITY": 0.25, "level/invalid": 0.0}),
     # all invalid on flawed proofs: no valid proofs -> no accept_rate_valid key; zero spread everywhere
     ([_o("a", True, False, None, 0.0), _o("a", True, False, None, 0.0)],
-     {"zero_spread_groups": 1.0, "accept_rate_flawed": 0.0, "level/invalid": 1.0}),
+     {"zero_spread_groups": 1.0, "zero_spread_flawed": 1.0, "accept_rate_flawed": 0.0, "level/invalid": 1.0}),
     # a grader failure is counted apart and left out of the level shares and the spread
     ([_o("a", True, False, Level.EXACT_MATCH, 1.0), _o("a", True, False, None, None, failed=True)],
      {"grader_failure": 1.0, "level/EXACT_MATCH": 1.0}),
@@ -133,6 +134,6 @@ def test_batch_diagnostics_table(outcomes: list[Outcome], expected: dict[str, fl
     for key, value in expected.items():
         assert got[key] == pytest.approx(value), key
     if not any(not o.gold_flawed for o in outcomes):
-        assert "accept_rate_valid" not in got and "discrimination" not in got
+        assert "accept_rate_valid" not in got and "discrimination" not in got and "zero_spread_valid" not in got
     if all(len([x for x in outcomes if x.group == o.group and x.reward is not None]) < 2 for o in outcomes):
         assert "zero_spread_groups" not in got
