@@ -13,9 +13,8 @@ log (the CPU recipes' run_summary.json, a GPU user's wandb or tensorboard) carri
   failures are left out and counted apart as `grader_failure`);
 - `zero_spread_groups`: the share of groups (completions of the same proof) whose rewards are
   all equal: GRPO's advantage is zero there, so the group teaches nothing; `zero_spread_valid` /
-  `zero_spread_flawed`, the same share among the groups of valid / flawed proofs. When only one
-  side has spread, only that side moves the policy: a verifier whose passes slip on valid proofs
-  and agree on flawed ones is pushed toward accepting by every step, whatever the reward scale;
+  `zero_spread_flawed`, the same share among the groups of valid / flawed proofs: in a step where
+  one class has no spread, only the other class's proofs move the policy;
 - `reward_family/<family>`: the mean reward on each proof family (`data.families.family_of`).
 
 Completion length and truncation are TRL's own (`completions/mean_length`,
