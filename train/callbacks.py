@@ -29,7 +29,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from proofcheck.metrics import eval_metrics
+from proofcheck.metrics import eval_metrics, paired_gain
 from proofcheck.train.eval_generation import (
     eos_ids,
     eval_backend,
@@ -82,6 +82,8 @@ class VerifierEvalCallback(TrainerCallback):
         self.collectives = collectives  # None: accelerate / torch.distributed (tests pass a recorder)
         self.history: list[dict[str, Any]] = []
         self.last_results: list[dict] = []
+        self.first_results: list[dict] | None = None  # this run's first full evaluation: the base of `paired_gain`
+        self.first_step: int | None = None
         self._last_step: int | None = None
 
     def evaluate(self, step: int, curve_only: bool = False) -> dict[str, Any]:
@@ -120,6 +122,10 @@ class VerifierEvalCallback(TrainerCallback):
         entry = {"step": step, **metrics}
         if curve_only:
             return entry
+        if self.first_results is None:
+            self.first_results, self.first_step = results, step
+        else:  # the change since this run's first full evaluation, with the paired standard errors
+            entry["paired_gain"] = {"since_step": self.first_step, **paired_gain(self.first_results, results)}
         self._last_step = step
         self.history.append(entry)
         return entry

@@ -39,7 +39,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from proofcheck.app.demo_config import DemoConfig
+from proofcheck.app.demo_config import RECIPE_FIELDS, DemoConfig
 from proofcheck.app.demo_plan import SCORE_STAGE, Plan, score_concurrency
 from proofcheck.app.demo_report import (
     DEMO_TARGET,
@@ -57,7 +57,7 @@ from proofcheck.app.demo_report import (
     reward_plot,
     step_split_table,
 )
-from proofcheck.app.launch import GrpoRun, ServeRun, SftRun, recipe_line, run_logged
+from proofcheck.app.launch import GrpoRun, ServeRun, SftRun, delta_flags, recipe_line, run_logged
 from proofcheck.data.assembly import Curriculum, read_curriculum
 from proofcheck.metrics import VALID_RATE
 
@@ -186,7 +186,8 @@ def grpo_run(cfg: DemoConfig, sft: Path, curriculum: Curriculum, budget_s: float
                    max_steps=cfg.grpo_steps, learning_rate=cfg.grpo_lr, seed=cfg.seed, prompt_style=cfg.prompt_style,
                    eval_tasks=cfg.eval_tasks, eval_passes=cfg.eval_passes, eval_at_start=True,
                    eval_every_steps=cfg.curve_every, eval_curve_samples=min(cfg.curve_tasks, cfg.eval_tasks),
-                   time_budget_s=budget_s, overrides=list(cfg.grpo_overrides))
+                   time_budget_s=budget_s, overrides=[*delta_flags(cfg.deltas, RECIPE_FIELDS.values()),
+                                                      *cfg.grpo_overrides])
 
 
 def _grpo(cfg: DemoConfig, sft: Path, data: Path, budget_s: float, env: dict[str, str]) -> dict[str, Any]:
@@ -212,7 +213,8 @@ def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dic
         out = {k: m.get(k) for k in LEARNING_KEYS}
         out.update({f"{k}_se": m.get(f"{k}_se") for k in LEARNING_KEYS})
         out.update(n_tasks=m["n_proofs"], passes=cfg.eval_passes, step=m["step"], seconds=m.get("seconds"),
-                   generation=m.get("generation"), by_family=m.get("by_family"), kpass_curve=m.get("kpass_curve"))
+                   generation=m.get("generation"), by_family=m.get("by_family"), kpass_curve=m.get("kpass_curve"),
+                   paired_gain=m.get("paired_gain"))
         return out
 
     return {"before_grpo": pick(first), "after_grpo": pick(last)}

@@ -62,6 +62,10 @@ def learning_table(evals: dict[str, dict[str, Any]], n_tasks: int, dtype: str,
         delta = "-" if b.get(k) is None or a.get(k) is None else f"{a[k] - b[k]:+.3f}"
         t.add_row(SHORT_NAMES[k], cell(b, k), cell(a, k), delta)
     console.print(t)
+    if (g := a.get("paired_gain")) and g.get("rough_bal_f1_gain_se") is not None:
+        console.print(f"Paired over the same {g['n_proofs']} proofs: rough Balanced F1 {g['rough_bal_f1_gain']:+.3f} "
+                      f"+-{g['rough_bal_f1_gain_se']:.3f}, TNR {g['rough_tnr_gain']:+.3f} +-{g['rough_tnr_gain_se']:.3f} "
+                      "(SE of the paired difference)")
     console.print(learning_verdict(b, a, target))
 
 
@@ -86,9 +90,10 @@ def family_table(evals: dict[str, dict[str, Any]]) -> None:
 
 # what the 20-minute demo and the long CPU recipe aim for (held-out, after GRPO)
 # issue 32's targets: the demo, a gain >= +0.05 without a TNR drop; the long recipe, a gain >= +0.10 to a
-# Balanced F1 >= 0.7, TNR not below its SFT start, valid rate >= 0.95. None: no floor / not lower than before.
-DEMO_TARGET = {"rough_bal_f1": None, "rough_tnr": None, "gain": 0.05, EVAL_VALID_RATE: None}
-FULL_TARGET = {"rough_bal_f1": 0.7, "rough_tnr": None, "gain": 0.10, EVAL_VALID_RATE: 0.95}
+# Balanced F1 >= 0.7, TNR not below its SFT start, valid rate >= 0.95, the gain above twice the standard error of
+# the paired difference (`paired_gain`). None: no floor / not lower than before / no noise test.
+DEMO_TARGET = {"rough_bal_f1": None, "rough_tnr": None, "gain": 0.05, EVAL_VALID_RATE: None, "gain_over_se": None}
+FULL_TARGET = {"rough_bal_f1": 0.7, "rough_tnr": None, "gain": 0.10, EVAL_VALID_RATE: 0.95, "gain_over_se": 2.0}
 
 
 def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict[str, Any] | None = None) -> str:
@@ -96,6 +101,11 @@ def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict
     target = target or DEMO_TARGET
     f0, f1 = before.get("rough_bal_f1") or 0.0, after.get("rough_bal_f1") or 0.0
     checks = [(f1 - f0 >= target["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{target['gain']})")]
+    if target.get("gain_over_se") is not None:
+        se = (after.get("paired_gain") or {}).get("rough_bal_f1_gain_se")
+        checks.append((se is not None and f1 - f0 > target["gain_over_se"] * se,
+                       f"gain / SE of the paired difference {'-' if not se else f'{(f1 - f0) / se:.1f}'} "
+                       f"(target > {target['gain_over_se']:g})"))
     if target["rough_bal_f1"] is not None:
         checks.append((f1 >= target["rough_bal_f1"],
                        f"Balanced F1 after GRPO {f1:.3f} (target >= {target['rough_bal_f1']})"))

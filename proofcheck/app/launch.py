@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,6 +124,19 @@ def fill_from_recipe(config: Any, fields: dict[str, str]) -> dict[str, Any]:
         elif given != values.get(key):
             config.deltas[key] = Delta(given, "set by the caller")
     return values
+
+
+def delta_flags(deltas: dict[str, Delta], passed: Iterable[str]) -> list[str]:
+    """`train/grpo.py` flags for the deltas a run does not pass by name (`passed`: the recipe keys it sets
+    itself), e.g. `uncertainty_pool`: every delta reaches the trainer.
+
+    >>> delta_flags({"learning_rate": Delta(1e-4, ""), "uncertainty_pool": Delta(64, ""), "x": Delta(True, "")},
+    ...             ["learning_rate"])
+    ['--uncertainty_pool', '64', '--x', 'true']
+    """
+    skip = set(passed)
+    return [part for k, d in deltas.items() if k not in skip
+            for part in (f"--{k}", str(d.value).lower() if isinstance(d.value, bool) else str(d.value))]
 
 
 def recipe_line(recipe: str | Path, deltas: dict[str, Delta]) -> str:

@@ -142,6 +142,7 @@ class FakeLLM:
         self.asleep: set[str] = set()
         self.weights_loaded = True
         self.requests: list[list[tuple[list[int], int]]] = []
+        self.text = VALID  # every pass's answer
 
     def sleep(self, level: int = 1) -> None:
         assert level == 2
@@ -157,7 +158,7 @@ class FakeLLM:
         if not self.weights_loaded:
             raise AssertionError("generating with the weights that sleep level 2 discarded")
         self.requests.append([(p["prompt_token_ids"], sp.seed) for p, sp in zip(prompts, params, strict=True)])
-        return [SimpleNamespace(outputs=[SimpleNamespace(text=VALID, finish_reason="stop")] * sp.n) for sp in params]
+        return [SimpleNamespace(outputs=[SimpleNamespace(text=self.text, finish_reason="stop")] * sp.n) for sp in params]
 
 
 class FakeVLLMGeneration:
@@ -422,3 +423,21 @@ def test_learning_curve_points_verify_only_the_curve_rows_and_stay_out_of_the_hi
     cb.evaluate(9, curve_only=True)
     cb.evaluate(9)
     assert [c["step"] for c in cb.curve] == [0, 3, 6, 9] and [h["step"] for h in cb.history] == [0, 6, 9]
+
+
+def test_later_full_evaluations_carry_the_paired_change_since_the_first(rows: list[dict]) -> None:
+    """The first full evaluation is the base; a curve-only one neither gets nor moves it; a later full one
+    carries `paired_gain` over the same proofs (all accepts, then all rejects: TNR 0 -> 1 on every flawed proof)."""
+    vg = FakeVLLMGeneration(sleep_mode=False)
+    trainer = FakeTrainer(0, 1, backend="vllm-colocate", model=FakeModel(0, None), vg=vg)
+    cb = VerifierEvalCallback(trainer, rows[:8], passes=2, collectives=FakeCollectives(0, Rendezvous(1)),
+                              curve_samples=4)
+    first = cb.evaluate(0)
+    assert "paired_gain" not in first and first["rough_tnr"] == 0.0
+    vg.llm.text = VALID.replace("<first_error_step>-1", "<first_error_step>1")
+    assert "paired_gain" not in cb.evaluate(3, curve_only=True)
+    later = cb.evaluate(6)
+    assert 2 <= sum(not r["is_correct"] for r in rows[:8]) <= 6  # both classes, for the bootstrap
+    assert later["rough_tnr"] == 1.0 and later["paired_gain"] == {
+        "since_step": 0, "n_proofs": 8, "rough_bal_f1_gain": 0.0, "rough_bal_f1_gain_se": 0.0,
+        "rough_tnr_gain": 1.0, "rough_tnr_gain_se": 0.0}

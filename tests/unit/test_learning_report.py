@@ -118,9 +118,13 @@ def test_step_timer_splits_the_step_and_keeps_results(monkeypatch: pytest.Monkey
     assert split["train_share"] == pytest.approx(4.0 / 7.5, abs=1e-3)
 
 
-def _entry(step: int, f1: float, tnr: float, valid: float) -> dict:
+def _entry(step: int, f1: float, tnr: float, valid: float, gain_se: float | None = None) -> dict:
+    """An eval_history entry; `gain_se`: the paired difference's SE of a later evaluation (`paired_gain`)."""
+    paired = None if gain_se is None else {"n_proofs": 64, "rough_bal_f1_gain_se": gain_se, "rough_tnr_gain": 0.0,
+                                           "rough_tnr_gain_se": 0.02, "rough_bal_f1_gain": None}
     return {"step": step, "rough_bal_f1": f1, "rough_tnr": tnr, "valid_rate": valid, "rough_tpr": 0.9,
-            "reward_mean": 0.5, "first_error_step_accuracy": 0.4, "n_proofs": 64, "rough_bal_f1_se": 0.03}
+            "reward_mean": 0.5, "first_error_step_accuracy": 0.4, "n_proofs": 64, "rough_bal_f1_se": 0.03,
+            **({"paired_gain": paired} if paired else {})}
 
 
 @pytest.mark.parametrize(("target", "before", "after", "met", "says"), [
@@ -129,11 +133,13 @@ def _entry(step: int, f1: float, tnr: float, valid: float) -> dict:
     ("demo", (0.80, 0.88, 0.9), (0.84, 0.95, 0.9), False, "GRPO gain +0.040"),
     ("demo", (0.80, 0.88, 0.9), (0.90, 0.80, 0.9), False, "TNR 0.880 -> 0.800 (target: not lower)"),
     ("demo", (0.40, 0.40, 0.9), (0.62, 0.55, 0.8), False, "valid rate 0.900 -> 0.800"),
-    # the long recipe: gain >= 0.10, Bal-F1 >= 0.7, TNR not lower, valid >= 0.95
-    ("full", (0.5, 0.4, 0.8), (0.75, 0.7, 0.96), True, "Target met"),
-    ("full", (0.55, 0.4, 0.9), (0.68, 0.7, 0.96), False, "Balanced F1 after GRPO 0.680 (target >= 0.7)"),
-    ("full", (0.6, 0.6, 0.9), (0.75, 0.5, 0.96), False, "TNR 0.600 -> 0.500 (target: not lower)"),
-    ("full", (0.6, 0.4, 0.99), (0.82, 0.7, 0.94), False, "valid rate 0.940 (target >= 0.95)"),
+    # the long recipe: gain >= 0.10 and > 2 SE of the paired difference, Bal-F1 >= 0.7, TNR not lower, valid >= 0.95
+    ("full", (0.5, 0.4, 0.8), (0.75, 0.7, 0.96, 0.05), True, "gain / SE of the paired difference 5.0 (target > 2)"),
+    ("full", (0.5, 0.4, 0.8), (0.75, 0.7, 0.96, 0.15), False, "gain / SE of the paired difference 1.7 (target > 2)"),
+    ("full", (0.5, 0.4, 0.8), (0.75, 0.7, 0.96), False, "gain / SE of the paired difference - (target > 2)"),
+    ("full", (0.55, 0.4, 0.9), (0.68, 0.7, 0.96, 0.03), False, "Balanced F1 after GRPO 0.680 (target >= 0.7)"),
+    ("full", (0.6, 0.6, 0.9), (0.75, 0.5, 0.96, 0.03), False, "TNR 0.600 -> 0.500 (target: not lower)"),
+    ("full", (0.6, 0.4, 0.99), (0.82, 0.7, 0.94, 0.03), False, "valid rate 0.940 (target >= 0.95)"),
 ])
 def test_verdict_reads_the_numbers_against_the_target(target, before, after, met, says) -> None:
     from proofcheck.app.demo_report import DEMO_TARGET, FULL_TARGET

@@ -10,6 +10,8 @@ from proofcheck.metrics import (
     SubmissionPasses,
     Trial,
     balanced_f1,
+    eval_metrics,
+    paired_gain,
     proof_first_error_step_accuracy,
     proof_rough,
     proof_valid_rate,
@@ -159,3 +161,52 @@ def test_bad_rule_and_outcome():
         decide(["yes"], "unanimous")
     assert vote_counts(["accept", "invalid", "error"]) == {"accept": 1, "reject": 0, "invalid": 1, "cancelled": 0,
                                                          "error": 1}
+
+
+def _result(pid: str, correct: bool, verdicts: str) -> dict:
+    """A held-out result: one pass per character, `a` accepts, `r` rejects at step 2, `x` is invalid."""
+    trials = [{"valid": v != "x", "first_error_step": -1 if v == "a" else 2, "score": None} for v in verdicts]
+    return {"proof_id": pid, "is_correct": correct, "first_error_step": -1 if correct else 2, "domain": "d",
+            "trials": trials}
+
+
+# before and after on the same proofs (valid ones first): the gains by hand from the per-proof shares
+@pytest.mark.parametrize(("before", "after", "f1_gain", "tnr_gain", "tnr_gain_se", "f1_gain_varies"), [
+    # TPR 1/2 -> 1, TNR 1/4 -> 1/2: F1 .3333 -> .6667; TNR diffs +.5, +0 -> SE .25
+    (["ar", "ra", "aa", "ra"], ["aa", "aa", "ra", "ra"], 2 / 3 - 1 / 3, 0.25, 0.25, True),
+    # nothing changes: no gain, no noise in the change
+    (["aa", "ar", "rr", "ra"], ["aa", "ar", "rr", "ra"], 0.0, 0.0, 0.0, False),
+    # an invalid pass counts as wrong: TNR 1 -> 1/2 (diffs -.5, -.5: SE 0); TPR 1 -> 1: F1 1 -> 2/3 on every draw
+    (["aa", "aa", "rr", "rr"], ["aa", "aa", "rx", "xr"], 2 / 3 - 1.0, -0.5, 0.0, False),
+])
+def test_paired_gain_hand_computed(before: list[str], after: list[str], f1_gain: float, tnr_gain: float,
+                                   tnr_gain_se: float, f1_gain_varies: bool) -> None:
+    classes = [True, True, False, False]
+    g = paired_gain([_result(str(i), c, v) for i, (c, v) in enumerate(zip(classes, before, strict=True))],
+                    [_result(str(i), c, v) for i, (c, v) in enumerate(zip(classes, after, strict=True))])
+    assert g["n_proofs"] == 4
+    assert g["rough_bal_f1_gain"] == pytest.approx(f1_gain)
+    assert g["rough_tnr_gain"] == pytest.approx(tnr_gain) and g["rough_tnr_gain_se"] == pytest.approx(tnr_gain_se)
+    assert (g["rough_bal_f1_gain_se"] > 1e-9) == f1_gain_varies
+
+
+def test_paired_gain_is_tighter_than_unpaired_when_proofs_keep_their_difficulty() -> None:
+    """Half the proofs are hard before and after, one proof in eight improves: the bootstrap over proof pairs
+    sees only the improvements' noise, far below the two evaluations' own standard errors combined."""
+    import math
+
+    classes = [i % 2 == 0 for i in range(64)]
+    before = [_result(str(i), c, ("aa" if c else "rr") if i % 4 < 2 else ("rr" if c else "aa"))
+              for i, c in enumerate(classes)]
+    after = [_result(r["proof_id"], r["is_correct"], ("aa" if r["is_correct"] else "rr") if i % 8 == 2 else
+                     "".join("a" if t["first_error_step"] == -1 else "r" for t in r["trials"]))
+             for i, r in enumerate(before)]
+    g = paired_gain(before, after)
+    unpaired = math.hypot(eval_metrics(before)["rough_bal_f1_se"], eval_metrics(after)["rough_bal_f1_se"])
+    assert g["rough_bal_f1_gain"] > 0 and g["rough_bal_f1_gain_se"] < unpaired / 2
+
+
+def test_paired_gain_needs_the_same_proofs() -> None:
+    b = [_result("a", True, "a"), _result("b", False, "r")]
+    with pytest.raises(ValueError, match="same proofs in the same order"):
+        paired_gain(b, b[::-1])

@@ -23,7 +23,7 @@ from _ablate_config import AblateConfig, _tiny  # noqa: E402
 
 CUR = Curriculum(Path("data") / "dataset", {"synthetic": 512}, 64)
 SHOWN = ("--max_steps", "--learning_rate", "--eval_every_steps", "--eval_curve_samples", "--prompt_style",
-         "--eval_max_samples", "--eval_passes", "--seed")
+         "--eval_max_samples", "--eval_passes", "--seed", "--uncertainty_pool")
 
 
 def _flags(cmd: list[str]) -> dict[str, str]:
@@ -42,11 +42,12 @@ MODES = {
                 {"max_steps": 48, "learning_rate": 1e-4, "eval_every_steps": 3},
                 dict(max_tokens=192, sft_share=0.8, families=None, sft_lr=1e-3, sft_lora_r=16, sft_steps=120)),
     "full": (DemoConfig.full_recipe, "smollm2-cpu.yaml",
-             {"--max_steps": "200", "--learning_rate": "0.0003", "--eval_every_steps": "4",
+             {"--max_steps": "200", "--learning_rate": "0.0002", "--eval_every_steps": "10",
               "--eval_curve_samples": "32", "--prompt_style": "compact", "--eval_max_samples": "128",
-              "--eval_passes": "4", "--seed": "0"},
-             {"max_steps": 200, "eval_max_samples": 128, "eval_every_steps": 4},
-             dict(max_tokens=192, sft_share=0.5, families="all", sft_steps=400, passes=4, repeats=1)),
+              "--eval_passes": "4", "--seed": "0", "--uncertainty_pool": "64"},
+             {"max_steps": 200, "learning_rate": 2e-4, "uncertainty_pool": 64, "eval_max_samples": 128,
+              "eval_every_steps": 10},
+             dict(max_tokens=192, sft_share=0.5, families=None, sft_steps=64, passes=4, repeats=1)),
     "quick": (DemoConfig.quick, "tiny-cpu.yaml",
               {"--max_steps": "8", "--learning_rate": "0.0005", "--eval_every_steps": "3",
                "--eval_curve_samples": "16", "--prompt_style": "compact", "--eval_max_samples": "16",
