@@ -48,7 +48,7 @@ test-fast: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/proofcheck demo
 
-# The long CPU recipe: SFT warm-up + GRPO on SmolLM2-135M over every proof family in at most 90 minutes,
+# The long CPU recipe: SFT warm-up + GRPO on SmolLM2-135M (arithmetic chains) in at most 90 minutes,
 # with a learning curve (runs/train-cpu/summary.json, learning_curve.png).
 train-cpu: $(STAMP)
 	$(VENV)/bin/proofcheck demo --full

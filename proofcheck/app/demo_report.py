@@ -101,7 +101,7 @@ def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict
     target = target or DEMO_TARGET
     f0, f1 = before.get("rough_bal_f1") or 0.0, after.get("rough_bal_f1") or 0.0
     checks = [(f1 - f0 >= target["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{target['gain']})")]
-    if target.get("gain_over_se") is not None:
+    if target["gain_over_se"] is not None:
         se = (after.get("paired_gain") or {}).get("rough_bal_f1_gain_se")
         checks.append((se is not None and f1 - f0 > target["gain_over_se"] * se,
                        f"gain / SE of the paired difference {'-' if not se else f'{(f1 - f0) / se:.1f}'} "

@@ -29,9 +29,11 @@ def register(sub: Any) -> None:
     p.add_argument("--quick", action="store_true", help="the tiny random model instead of SmolLM2: a pipeline "
                    "check whose numbers say nothing about verification")
     p.add_argument("--full", action="store_true", help="the long CPU training recipe (also `make train-cpu`): "
-                   "90 minutes, larger curriculum, 128 held-out proofs x 4 passes before and after GRPO, a "
-                   "learning-curve point every 4 GRPO steps; judged against the recipe's targets (held-out Balanced F1 "
-                   ">= 0.7 after GRPO and >= +0.10 over its SFT start, TNR not below the start's, valid >= 0.95)")
+                   "90 minutes, the demo's 64-step warm-up and GRPO for the rest (2e-4, a 64-proof uncertainty "
+                   "pool), 128 held-out proofs x 4 passes before and after GRPO, a learning-curve point every 10 "
+                   "GRPO steps; judged against the recipe's targets (held-out Balanced F1 >= 0.7 after GRPO and "
+                   ">= +0.10 over its SFT start, above twice the SE of the paired difference, TNR not below the "
+                   "start's, valid >= 0.95)")
     p.add_argument("--workdir", help="where the demo keeps what it builds (default: runs/demo, "
                    "runs/train-cpu with --full, runs/demo-quick with --quick)")
     p.add_argument("--seed", type=int, default=0, help="seed for everything")
@@ -42,8 +44,8 @@ def register(sub: Any) -> None:
                    "SFT and GRPO step counts are sized from their first steps to fit it (--sft-steps / --grpo-steps "
                    "are the most)")
     p.add_argument("--families", help="proof families of the curriculum: `all` or a comma list (chain, prose, "
-                   "linear, expand, parity, inequality; `proofcheck data synth --help`). Default: chain for the demo "
-                   "(20 minutes of warm-up teaches one family to check, not six), all with --full and --quick")
+                   "linear, expand, parity, inequality; `proofcheck data synth --help`). Default: chain for the demo and "
+                   "--full (their warm-ups teach one family to check, not six), all with --quick")
     p.add_argument("--prompt-style", choices=PROMPT_STYLES, help="verifier prompt for SFT, GRPO, evaluation and "
                    "serving (recorded in the model folder; serve/verify/score use it by default). Default: the "
                    "demo's, compact, the CPU recipe's choice (configs/grpo/smollm2-cpu.yaml): about half the tokens "
