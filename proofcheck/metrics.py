@@ -285,6 +285,12 @@ def bal_f1_se(pos: list[float], neg: list[float], seed: int = 0, resamples: int 
     return _sd(draws)
 
 
+def _eval_proofs(results: list[dict]) -> list[ProofTrials]:
+    """The held-out evaluation's per-proof results (`grade_row`'s dicts) as `ProofTrials`."""
+    return [ProofTrials(r["proof_id"], r["is_correct"], r["first_error_step"], r["domain"],
+                        [Trial(t["valid"], t["first_error_step"]) for t in r["trials"]]) for r in results]
+
+
 def eval_metrics(results: list[dict]) -> dict[str, Any]:
     """Reward mean and VerifierBench metrics (rough Balanced F1, first-error-step accuracy...) of a
     held-out k-pass evaluation, each with its standard error over proofs (`<name>_se`).
@@ -295,8 +301,7 @@ def eval_metrics(results: list[dict]) -> dict[str, Any]:
     (`proof_rough`, `proof_valid_rate`, ...) over the same proofs as the metrics: a proof without
     passes counts 0 in both (`verifier_metrics`' rule), so each error qualifies its own metric.
     """
-    proofs = [ProofTrials(r["proof_id"], r["is_correct"], r["first_error_step"], r["domain"],
-                          [Trial(t["valid"], t["first_error_step"]) for t in r["trials"]]) for r in results]
+    proofs = _eval_proofs(results)
     m = eval_keys(verifier_metrics(proofs))
     scores = [t["score"] for r in results for t in r["trials"] if t["score"] is not None]
     pos = [proof_rough(p) for p in proofs if p.is_correct]
@@ -359,9 +364,7 @@ def paired_gain(before: list[dict], after: list[dict], seed: int = 0, resamples:
                          f"({len(before)} and {len(after)} proofs)")
 
     def shares(results: list[dict], correct: bool) -> list[float]:
-        return [proof_rough(ProofTrials(r["proof_id"], r["is_correct"], r["first_error_step"], r["domain"],
-                                        [Trial(t["valid"], t["first_error_step"]) for t in r["trials"]]))
-                for r in results if r["is_correct"] == correct]
+        return [proof_rough(p) for p in _eval_proofs(results) if p.is_correct == correct]
 
     pos0, pos1, neg0, neg1 = shares(before, True), shares(after, True), shares(before, False), shares(after, False)
 
