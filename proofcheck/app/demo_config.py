@@ -28,7 +28,8 @@ FULL_DELTAS = {
                                  "(two seeds; 1e-4: +.024); 3e-4 undid a checking warm-up"),
     "uncertainty_pool": Delta(64, "every disagreeing proof queued (~14 of 64; 24 queues 20 of 24, ~6 disagreeing)"),
     "eval_max_samples": Delta(128, "128 held-out proofs x 4 passes before and after GRPO"),
-    "eval_every_steps": Delta(10, "a learning-curve point every 10 GRPO steps (32 proofs x 4 passes, ~40 s)"),
+    "eval_every_steps": Delta(15, "a learning-curve point every 15 GRPO steps (32 proofs x 4 passes, ~40 s: every 10 "
+                                  "cost 14 x 40 s, ~17 steps)"),
 }
 QUICK_DELTAS = {
     "max_steps": Delta(8, "a pipeline check in a few minutes"),
@@ -102,7 +103,7 @@ class DemoConfig:
         """The long CPU recipe (`proofcheck demo --full`, `make train-cpu`): SmolLM2-135M on arithmetic chains,
         90 minutes, a 64-step warm-up (the demo's: it checks, Bal-F1 ~.82) and GRPO for the rest of the budget
         (`FULL_DELTAS`), 128 held-out proofs x 4 passes before and after GRPO, a learning-curve point on 32 of
-        them every 10 GRPO steps. Six families do not check after 90 minutes of 2 cores (Bal-F1 .47-.50), so
+        them every 15 GRPO steps. Six families do not check after 90 minutes of 2 cores (Bal-F1 .47-.50), so
         `--families all` is a choice, not the recipe. Step counts are the most; the budget sizes them."""
         base = dict(workdir=Path("runs/train-cpu"), full=True, budget_s=5400.0, sft_tasks=2048, grpo_tasks=1024,
                     families=None, deltas=dict(FULL_DELTAS),

@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 EVAL_PASS_STEPS = 0.07
 GRPO_STEP_STEPS = 6.2
 GRPO_FIXED_STEPS = 1.5
-SCORE_FIXED_STEPS = 2.0
+# serving's start and the grading around the waves, by compute dtype: fp32 (AVX2 host) ~48 s at a 25 s SFT step;
+# bf16 (avx512_bf16 host, the long recipe of 2026-12-05) ~37 s at a 7.2 s step (the engine's start does not
+# shrink with the step: 2 steps estimated 79 s of a scoring that took 109 s)
+SCORE_FIXED_STEPS = {"float32": 2.0, "bfloat16": 5.0}
 # a wave of SCORE_IN_FLIGHT passes, by compute dtype: fp32 (AVX2 host) 54 s at a 25 s SFT step (8-16 in flight:
 # 0.85-0.9); bf16 (avx512_bf16 host, 2026-12-04) 171 s for 31 waves at a 7.2 s SFT step, 0.71 (vLLM decodes
 # relatively faster there than SFT trains): with 2.2 the demo kept a 480 s reserve, scored in 171 s and
@@ -88,7 +91,9 @@ class Plan:
         Then both are fitted to the time left (`_fit_to_time_left`): GRPO's two evaluations, its
         first step and the scoring are estimated as fixed multiples of the SFT step, so a slow host
         shrinks them instead of running over (sized by r alone, a demo on 2026-12-04 ran GRPO 570 s
-        of a 350 s budget). The long recipe (`ref_sft_step_s` 0) keeps its sizes and its reserve."""
+        of a 350 s budget). The long recipe (`ref_sft_step_s` 0) keeps its sizes; its scoring is estimated the same
+        way (at most its reserve), and GRPO gets the rest: a fixed 720 s reserve left 611 s (~20 GRPO steps) unused
+        on the bf16 host of 2026-12-05."""
         cfg, sft = self.cfg, self.record.get("sft") or {}
         step_s = sft.get("median_step_s") or sft.get("first_step_s") or cfg.ref_sft_step_s or 1.0
         r = min(1.0, cfg.ref_sft_step_s / step_s) if cfg.ref_sft_step_s else 1.0
@@ -97,6 +102,9 @@ class Plan:
         self.repeats = cfg.repeats if r >= 0.7 else 1
         if cfg.ref_sft_step_s:
             self._fit_to_time_left(step_s)
+        else:   # its sizes stay; GRPO gets what the scoring is estimated to leave of its reserve
+            self.score_plan_s = self._score_cost(self.passes, self.repeats, step_s, _score_items())
+            self.margin_s = PLAN_MARGIN_S
         self.record.update(speed_ratio=round(r, 3), eval_tasks=self.eval_tasks, passes=self.passes,
                            repeats=self.repeats, score_plan_s=round(self.score_plan_s))
         if r < 1.0:
@@ -110,8 +118,8 @@ class Plan:
         submissions, annotated = items
         conc = score_concurrency(passes)
         waves = math.ceil(submissions / conc) + math.ceil(annotated * repeats / conc)
-        wave = SCORE_WAVE_STEPS[self.choice.dtype]
-        return min(self.cfg.score_reserve_s, (SCORE_FIXED_STEPS + wave * waves) * unit)
+        fixed, wave = SCORE_FIXED_STEPS[self.choice.dtype], SCORE_WAVE_STEPS[self.choice.dtype]
+        return min(self.cfg.score_reserve_s, (fixed + wave * waves) * unit)
 
     def _fit_to_time_left(self, unit: float) -> None:
         """Fewest cuts that fit GRPO (start, one step, two evaluations) and the scoring in the time left:

@@ -30,7 +30,7 @@ def register(sub: Any) -> None:
                    "check whose numbers say nothing about verification")
     p.add_argument("--full", action="store_true", help="the long CPU training recipe (also `make train-cpu`): "
                    "90 minutes, the demo's 64-step warm-up and GRPO for the rest (2e-4, a 64-proof uncertainty "
-                   "pool), 128 held-out proofs x 4 passes before and after GRPO, a learning-curve point every 10 "
+                   "pool), 128 held-out proofs x 4 passes before and after GRPO, a learning-curve point every 15 "
                    "GRPO steps; judged against the recipe's targets (held-out Balanced F1 >= 0.7 after GRPO and "
                    ">= +0.10 over its SFT start, above twice the SE of the paired difference, TNR not below the "
                    "start's, valid >= 0.95)")
