@@ -14,22 +14,25 @@ from _ablate_config import (
     KPASS_RESERVE_S,
     MIN_RUN_S,
     OVERRIDES,
+    RECIPE_FIELDS,
     REFERENCE,
     AblateConfig,
     run_logged,
 )
 
-from proofcheck.app.launch import GrpoRun, SftRun
+from proofcheck.app.launch import GrpoRun, SftRun, delta_flags
 from proofcheck.data.assembly import Curriculum
 
 
 def arm_run(cfg: AblateConfig, out: Path, seed: int, start: Path, dataset: Curriculum, extra: list[str],
             at_start: bool = False, budget_s: float | None = None) -> GrpoRun:
-    """An arm's GRPO run: the recipe with `cfg.deltas` (its values in `cfg`) plus the arm's `extra` flags."""
+    """An arm's GRPO run: the recipe with `cfg.deltas` (its values in `cfg`; the others, such as
+    `uncertainty_pool`, as flags) plus the arm's `extra` flags."""
     return GrpoRun(recipe=cfg.recipe, model=start, output_dir=out, dataset=dataset, max_steps=cfg.steps,
                    learning_rate=cfg.grpo_lr, seed=seed, prompt_style=cfg.prompt_style, eval_tasks=cfg.eval_tasks,
                    eval_passes=cfg.eval_passes, eval_at_start=at_start, eval_every_steps=0,
-                   time_budget_s=budget_s or None, overrides=[*cfg.extra_overrides, *extra])
+                   time_budget_s=budget_s or None,
+                   overrides=[*delta_flags(cfg.deltas, RECIPE_FIELDS.values()), *cfg.extra_overrides, *extra])
 
 
 def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Curriculum, env: dict[str, str],

@@ -29,7 +29,13 @@ KPASS_RESERVE_S = 300.0
 # AblateConfig field -> the recipe YAML key it reads (None in AblateConfig: the recipe's value with the deltas)
 RECIPE_FIELDS = {"steps": "max_steps", "grpo_lr": "learning_rate", "eval_tasks": "eval_max_samples",
                  "eval_passes": "eval_passes", "prompt_style": "prompt_style"}
-FULL_DELTAS = {"max_steps": Delta(32, "every arm's most GRPO steps (a budget cuts them)"),
+# the full run compares the incentives where GRPO was measured to teach checking: the long recipe's GRPO (2e-4, the
+# 64-proof pool) from the 64-step warm-up, 40 steps (+.056 / +.068 with the training scale, seeds 0 / 1, E3 / E4 of
+# docs/measurements/2026-12-05-grpo-signal.md); at the YAML's 3e-4 a checking warm-up came undone
+FULL_DELTAS = {"max_steps": Delta(40, "every arm's most GRPO steps (a budget cuts them): E3 / E4 needed 40 for +.06"),
+               "learning_rate": Delta(2e-4, "the long recipe's: from a 64-step warm-up +.056 / +.068 in 40 steps; "
+                                            "3e-4 undid a checking warm-up"),
+               "uncertainty_pool": Delta(64, "the long recipe's: every disagreeing proof queued (~14 of 64)"),
                "eval_max_samples": Delta(128, "128 held-out proofs x 4 passes: standard errors small enough to "
                                               "compare arms")}
 QUICK_DELTAS = {"max_steps": Delta(24, "as many as fit 30 minutes, at most 24"),
@@ -44,14 +50,15 @@ class AblateConfig:
     model: str = "smollm2"
     out: Path = Path("runs/ablate")
     report_dir: Path = REPO / "benchmarks"
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = field(default_factory=lambda: [0, 1])
     steps: int | None = None      # GRPO steps of every arm (the most, with a budget; recipe: max_steps)
     budget_s: float | None = None  # the whole run's wall clock; None: no fitting (every seed, `steps` steps)
     families: str | None = None   # None: the demo's arithmetic chains (the warm-up checks there); "all" or names
     # the warm-up every arm starts from: on chains 48 steps give held-out Bal-F1 ~0.58 (room to learn, some
-    # checking), 77 steps ~0.88 (docs/measurements/2026-12-05-demo-chains.md); 32 six-family steps gave ~0.3
+    # checking), 64 steps ~0.81 (the long recipe's start, where GRPO gained +.088 in 128 steps), 77 steps ~0.88
+    # (docs/measurements/2026-12-05-demo-chains.md); 32 six-family steps gave ~0.3
     sft_tasks: int = 640
-    sft_steps: int = 80
+    sft_steps: int = 64
     sft_lr: float = 1e-3
     sft_lora_r: int = 16
     grpo_tasks: int = 512

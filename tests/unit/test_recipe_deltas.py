@@ -94,9 +94,10 @@ def test_values_are_read_from_the_recipe_file(tmp_path) -> None:
 
 ARMS = {
     "full": (AblateConfig, "smollm2-cpu.yaml",
-             {"--max_steps": "32", "--learning_rate": "0.0003", "--eval_every_steps": "0", "--prompt_style": "compact",
-              "--eval_max_samples": "128", "--eval_passes": "4", "--seed": "1"},
-             {"max_steps": 32, "eval_max_samples": 128}, dict(max_tokens=160, sft_lr=1e-3, sft_lora_r=16)),
+             {"--max_steps": "40", "--learning_rate": "0.0002", "--eval_every_steps": "0", "--prompt_style": "compact",
+              "--eval_max_samples": "128", "--eval_passes": "4", "--seed": "1", "--uncertainty_pool": "64"},
+             {"max_steps": 40, "learning_rate": 2e-4, "uncertainty_pool": 64, "eval_max_samples": 128},
+             dict(max_tokens=160, sft_lr=1e-3, sft_lora_r=16, sft_steps=64, seeds=[0, 1])),
     "quick": (AblateConfig.quick, "smollm2-cpu.yaml",
               {"--max_steps": "24", "--learning_rate": "0.0003", "--eval_every_steps": "0", "--prompt_style": "compact",
                "--eval_max_samples": "32", "--eval_passes": "4", "--seed": "1"},
@@ -123,4 +124,4 @@ def test_the_tiny_ablation_takes_the_demos_quick_settings() -> None:
     demo, cfg = DemoConfig.quick(), _tiny(AblateConfig())
     assert (cfg.recipe, cfg.grpo_lr, cfg.prompt_style, cfg.sft_lr, cfg.sft_lora_r, cfg.max_tokens) == (
         demo.recipe, demo.grpo_lr, demo.prompt_style, demo.sft_lr, demo.sft_lora_r, demo.max_tokens)
-    assert (cfg.steps, cfg.eval_tasks) == (32, 128)   # the ablation's own sizes kept
+    assert (cfg.steps, cfg.eval_tasks) == (40, 128)   # the ablation's own sizes kept
