@@ -32,7 +32,7 @@ def test_the_demos_grpo_command_line() -> None:
                    str(min(cfg.curve_tasks, cfg.eval_tasks)), "--prompt_style", cfg.prompt_style,
                    "--eval_max_samples", str(cfg.eval_tasks), "--eval_passes", str(cfg.eval_passes),
                    "--include_reference_solution", "false", "--save_strategy", "no", "--seed", "0",
-                   "--time_budget_s", "600", "--use_vllm", "false"]
+                   "--time_budget_s", "600", "--uncertainty_pool", "64", "--use_vllm", "false"]
 
 
 @pytest.mark.parametrize(("at_start", "budget", "tail"), [
