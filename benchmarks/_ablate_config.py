@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from proofcheck.app.demo_config import GRPO_THAT_CHECKS
 from proofcheck.app.launch import Delta, fill_from_recipe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,9 +34,7 @@ RECIPE_FIELDS = {"steps": "max_steps", "grpo_lr": "learning_rate", "eval_tasks":
 # 64-proof pool) from the 64-step warm-up, 40 steps (+.056 / +.068 with the training scale, seeds 0 / 1, E3 / E4 of
 # docs/measurements/2026-12-05-grpo-signal.md); at the YAML's 3e-4 a checking warm-up came undone
 FULL_DELTAS = {"max_steps": Delta(40, "every arm's most GRPO steps (a budget cuts them): E3 / E4 needed 40 for +.06"),
-               "learning_rate": Delta(2e-4, "the long recipe's: from a 64-step warm-up +.056 / +.068 in 40 steps; "
-                                            "3e-4 undid a checking warm-up"),
-               "uncertainty_pool": Delta(64, "the long recipe's: every disagreeing proof queued (~14 of 64)"),
+               **GRPO_THAT_CHECKS,
                "eval_max_samples": Delta(128, "128 held-out proofs x 4 passes: standard errors small enough to "
                                               "compare arms")}
 QUICK_DELTAS = {"max_steps": Delta(24, "as many as fit 30 minutes, at most 24"),

@@ -14,20 +14,23 @@ from proofcheck.app.launch import Delta, fill_from_recipe, recipe_record
 # DemoConfig field -> the recipe YAML key it reads (None in DemoConfig: the recipe's value, its mode's delta applied)
 RECIPE_FIELDS = {"grpo_steps": "max_steps", "grpo_lr": "learning_rate", "eval_tasks": "eval_max_samples",
                  "eval_passes": "eval_passes", "curve_every": "eval_every_steps", "prompt_style": "prompt_style"}
+# the GRPO measured to teach checking from the 64-step chains warm-up, shared by the demo, the long recipe and the
+# full ablation's arms
+GRPO_THAT_CHECKS = {
+    "learning_rate": Delta(2e-4, "from the 64-step chains warm-up with the 64-proof pool: +.056 / +.068 in 40 steps "
+                                 "(two seeds; 1e-4: +.024); 3e-4 undid a checking warm-up"),
+    "uncertainty_pool": Delta(64, "every disagreeing proof queued (~14 of 64; 24 queues 20 of 24, ~6 disagreeing)"),
+}
 # each mode's deliberate differences from its recipe YAML (printed at the start, recorded in summary.json `recipe`)
 DEMO_DELTAS = {
     "max_steps": Delta(48, "the most; the time budget decides: a step took 15-18 s on a 2-core avx512_bf16 "
                            "host (2026-12-05), 100-160 s on AVX2 before issue 33"),
-    "learning_rate": Delta(2e-4, "the long recipe's: 40 steps from this demo's own warm-up gained +.056 / +.068 on "
-                                 "its 64 held-out proofs (two seeds, with the 64-proof pool); 1e-4: +.024"),
-    "uncertainty_pool": Delta(64, "the long recipe's: every disagreeing proof queued (~14 of 64)"),
+    **GRPO_THAT_CHECKS,
     "eval_every_steps": Delta(4, "a learning-curve point every 4 GRPO steps"),
 }
 FULL_DELTAS = {
     "max_steps": Delta(200, "the most; the 90-minute budget decides"),
-    "learning_rate": Delta(2e-4, "from a 64-step chains warm-up with the 64-proof pool: +.056 / +.068 in 40 steps "
-                                 "(two seeds; 1e-4: +.024); 3e-4 undid a checking warm-up"),
-    "uncertainty_pool": Delta(64, "every disagreeing proof queued (~14 of 64; 24 queues 20 of 24, ~6 disagreeing)"),
+    **GRPO_THAT_CHECKS,
     "eval_max_samples": Delta(128, "128 held-out proofs x 4 passes before and after GRPO"),
     "eval_every_steps": Delta(15, "a learning-curve point every 15 GRPO steps (32 proofs x 4 passes, ~40 s: every 10 "
                                   "cost 14 x 40 s, ~17 steps)"),
