@@ -34,11 +34,13 @@ GRPO_FIXED_STEPS = 1.5
 # bf16 (avx512_bf16 host, the long recipe of 2026-12-05) ~37 s at a 7.2 s step (the engine's start does not
 # shrink with the step: 2 steps estimated 79 s of a scoring that took 109 s)
 SCORE_FIXED_STEPS = {"float32": 2.0, "bfloat16": 5.0}
-# a wave of SCORE_IN_FLIGHT passes, by compute dtype: fp32 (AVX2 host) 54 s at a 25 s SFT step (8-16 in flight:
-# 0.85-0.9); bf16 (avx512_bf16 host, 2026-12-04) 171 s for 31 waves at a 7.2 s SFT step, 0.71 (vLLM decodes
-# relatively faster there than SFT trains): with 2.2 the demo kept a 480 s reserve, scored in 171 s and
-# ended 7 minutes early with 2 GRPO steps
-SCORE_WAVE_STEPS = {"float32": 2.2, "bfloat16": 0.9}
+# a wave of SCORE_IN_FLIGHT passes, by compute dtype and then passes per proof (the largest key <= the passes):
+# fp32 (AVX2 host) 54 s at a 25 s SFT step (8-16 in flight: 0.85-0.9, 2.2 with 32). bf16 (avx512_bf16 host)
+# depends on the passes, since the pessimistic decision cancels a proof's other passes at its first reject: 8
+# passes (4 proofs a wave) 0.61 / 0.41 / 0.54 in three demos (171 s at 7.16 s, 121 s at 6.87 s, 126 s at 5.81 s,
+# 31 waves); 4 passes (8 proofs a wave) 1.01 / 1.10 in two long recipes (109 s at 7.21 s, 99 s at 6.2 s, 10 waves).
+# One value of 0.9 for both kept ~105 s of the 20-minute demo from GRPO and under-estimated the long recipe's.
+SCORE_WAVE_STEPS = {"float32": {1: 2.2}, "bfloat16": {1: 1.2, 8: 0.65}}
 SCORE_IN_FLIGHT = 32        # passes the scoring keeps in flight: concurrency = this / passes
 PLAN_MARGIN_S = 30.0
 SCORE_STAGE = "serve the trained verifier and score the shipped data"
@@ -48,6 +50,16 @@ def score_concurrency(passes: int) -> int:
     """Proofs the scoring sends at once: SCORE_IN_FLIGHT passes in flight (4 proofs at 8 passes, 16 at 2),
     since a wave of requests costs about the same with 8 or 32 passes in it on a CPU engine."""
     return max(1, SCORE_IN_FLIGHT // passes)
+
+
+def score_wave_steps(dtype: str, passes: int) -> float:
+    """SFT steps a scoring wave costs at `passes` passes a proof (`SCORE_WAVE_STEPS`: the largest key <= passes).
+
+    >>> score_wave_steps("bfloat16", 4), score_wave_steps("bfloat16", 8), score_wave_steps("float32", 8)
+    (1.2, 0.65, 2.2)
+    """
+    table = SCORE_WAVE_STEPS[dtype]
+    return table[max(k for k in table if k <= passes)]
 
 
 def _score_items() -> tuple[int, int]:
@@ -118,7 +130,7 @@ class Plan:
         submissions, annotated = items
         conc = score_concurrency(passes)
         waves = math.ceil(submissions / conc) + math.ceil(annotated * repeats / conc)
-        fixed, wave = SCORE_FIXED_STEPS[self.choice.dtype], SCORE_WAVE_STEPS[self.choice.dtype]
+        fixed, wave = SCORE_FIXED_STEPS[self.choice.dtype], score_wave_steps(self.choice.dtype, passes)
         return min(self.cfg.score_reserve_s, (fixed + wave * waves) * unit)
 
     def _fit_to_time_left(self, unit: float) -> None:
