@@ -13,7 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPE = str(REPO / "configs" / "grpo" / "tiny-cpu.yaml")
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    # a hang guard, not a time limit: at nice 19 beside a GRPO run the `--plan` import took over 120 s
     return subprocess.run([sys.executable, "-m", "proofcheck.app.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=REPO)
 
