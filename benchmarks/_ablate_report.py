@@ -21,6 +21,7 @@ are the core's too.)
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from statistics import fmean
 from typing import Any
 
@@ -178,7 +179,9 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append("")
     lines += ["Rules: " + "; ".join(f"`{r}` = {d}" for r, d in KPASS_RULES.items()) + ". Early stop: passes run "
               "one after another and stop once `proofcheck.decision.is_decided` (under `unanimous`, the first "
-              "non-accept).", "", "Plots: " + ", ".join(f"`{p}`" for p in report.get("plots", [])), ""]
+              "non-accept).", ""]
+    # the PNGs are written beside ABLATIONS.md: linked by file name, the report reads the same wherever it is
+    lines += [f"![{Path(p).stem}]({Path(p).name})" for p in report.get("plots", [])] + [""]
     return "\n".join(lines)
 
 

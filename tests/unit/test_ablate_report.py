@@ -61,9 +61,13 @@ def test_markdown_names_every_arm() -> None:
               "machine": {"summary": "m"}, "model": "tiny", "eval": {"n_tasks": 4, "passes": 2}, "total_s": 60,
               "stats_rule": "r", "sft_start": stats, "reference_arm": "graded", "repair": None, "kpass": {},
               "arms": {a: {"title": a, "runs": [{"steps": 1}], "summary": stats} for a in ("graded", "binary")},
-              "comparisons": {"binary": compare(stats, stats)}}
+              "comparisons": {"binary": compare(stats, stats)},
+              "plots": ["/abs/report/ablations_arms.png", "/abs/report/ablations_kpass.png"]}
     md = markdown(report)
     assert "| graded |" in md and "| binary |" in md and "| SFT start |" in md and "+0.000" in md
+    # the plots sit beside ABLATIONS.md: shown inline by file name, never by the writer's absolute path
+    assert "![ablations_arms](ablations_arms.png)" in md and "![ablations_kpass](ablations_kpass.png)" in md
+    assert "/abs/report" not in md
 
 
 def _summary(f1: float, tnr: float, se: float = 0.05) -> dict:
