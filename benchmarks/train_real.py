@@ -25,6 +25,10 @@ prompt in its `full` style (the baseline) and in its `compact` style (`prompt_st
 shorter prompt, the same in training, evaluation and serving), and prints completions per minute of
 each and their ratio (`train.prompt_style_speedup` = compact completions/min / full completions/min).
 
+With `--denormals` it runs the demo's SFT warm-up and then the LoRA recipe with vLLM colocate twice each, denormal
+floats kept (the CPU's default, the baseline) and flushed to zero (`flush_denormal`, `proofcheck.precision
+.flush_denormals`), and prints their step times and ratios (`train.denormal_sft_speedup`, `train.denormal_grpo_speedup`).
+
 With `--step-cost` it says where a GRPO step's training time goes and what removing the waste buys, in one
 run on one model and host (`_train_cost.py`): SFT's step and GRPO's training pass (TRL's fused LM head and
 `completion_logits`) per real token (padded positions and loss tokens counted apart), their MFU, a
@@ -36,6 +40,7 @@ completions per minute, their ratio (`train.completion_logits_speedup`) and the 
     .venv/bin/python benchmarks/train_real.py [--quick] [--model DIR] [--steps N]
     .venv/bin/python benchmarks/train_real.py --compare-prompt-styles [--steps N]
     .venv/bin/python benchmarks/train_real.py --step-cost [--steps N] [--json FILE]
+    .venv/bin/python benchmarks/train_real.py --denormals [--steps N] [--sft-steps N]
 """
 
 from __future__ import annotations
@@ -186,6 +191,9 @@ def parse_args() -> argparse.Namespace:
                     "prompt_style full (baseline) vs compact; completions per minute and their ratio")
     ap.add_argument("--step-cost", action="store_true", help="instead: SFT vs GRPO per token, the GRPO profile "
                     "before/after, and the LoRA recipe with vLLM with the old path (completion_logits and vllm_cpu_packed_kernels false) vs the new")
+    ap.add_argument("--denormals", action="store_true", help="instead: the demo's SFT warm-up and the recipe's "
+                    "GRPO step with denormal floats kept (baseline) and flushed to zero (flush_denormal)")
+    ap.add_argument("--sft-steps", type=int, help="with --denormals: SFT steps per run (default 24, quick 8)")
     ap.add_argument("--json", help="with --step-cost: also write its figures to this JSON file")
     ap.add_argument("--timeout", type=float, default=None, help="seconds each GRPO run may take before it is killed "
                     "with its engine processes and the benchmark stops with a message (default: no limit)")
@@ -217,6 +225,9 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-train-real-"))
     if args.compare_prompt_styles:
         return compare_prompt_styles(model, work, recipe, steps, batch, args.generations, completion, extra, args.timeout)
+    if args.denormals:
+        return denormals(model, work, recipe, args.steps or (3 if args.quick else 10), args.sft_steps or
+                         (8 if args.quick else 24), batch, args.generations, completion, extra, args.timeout)
     if args.step_cost:
         return step_cost(model, work, recipe, steps, batch, args.generations, args.completion_length or 192, extra,
                          args.timeout, shape, machine, lora_layers, args.json)
@@ -276,6 +287,48 @@ def compare_prompt_styles(model: Path, work: Path, recipe: Path, steps: int, bat
         "prompt_style", rows,
         [("tokens/step", lambda r: f"{r['tokens_per_step']:.0f}" if r["tokens_per_step"] else "n/a"),
          *_step_columns(rows[base], f"vs {base}")])
+    return 0
+
+
+def sft_run(model: Path, out: Path, steps: int, flush: bool, timeout_s: float | None) -> dict[str, Any]:
+    """The demo's warm-up (LoRA r16 on arithmetic chains, compact prompt, seed 0) for `steps` steps: its median and
+    mean step (the first included: a denormal slow-down starts after a few steps) and its last loss."""
+    cmd = [sys.executable, "-m", "proofcheck.train.sft", "--model", str(model), "--out", str(out), "--tasks", "512",
+           "--families", "chain", "--steps", str(steps), "--lora-r", "16", "--prompt-style", "compact", "--seed", "0",
+           *([] if flush else ["--keep-denormals"])]
+    proc = run_bounded(cmd, timeout_s, "SFT warm-up")
+    if proc.returncode != 0:
+        raise SystemExit(f"SFT warm-up failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    plan = json.loads((out / "sft_plan.json").read_text())
+    losses = [line.split(" loss ")[1].split()[0] for line in proc.stdout.splitlines() if " loss " in line]
+    return {"median_step_s": plan["median_step_s"], "mean_step_s": round(plan["train_s"] / plan["steps"], 3),
+            "last_loss": float(losses[-1]), "flush_denormal": plan.get("flush_denormal")}
+
+
+def denormals(model: Path, work: Path, recipe: Path, steps: int, sft_steps: int, batch: int, generations: int,
+              completion: int, extra: list[str], timeout_s: float | None) -> int:
+    """`--denormals`: the demo's SFT warm-up and the recipe's GRPO step with denormal floats kept (the CPU's
+    default, the baseline) and flushed to zero (`flush_denormal`, the default), one after the other."""
+    sft = {name: sft_run(model, work / f"sft-{name}", sft_steps, name == "flushed", timeout_s)
+           for name in ("kept", "flushed")}
+    rows = side_by_side(model, work, recipe, steps, batch, generations, completion, timeout_s,
+                        {name: (f"grpo-{name}", ["--flush_denormal", str(name == "flushed").lower(),
+                                                 "--uncertainty_pool", "0", *extra]) for name in ("kept", "flushed")})
+    figures = {"train.denormal_sft": sft, "train.denormal_sft_speedup":
+               round(sft["kept"]["mean_step_s"] / sft["flushed"]["mean_step_s"], 3),
+               "train.denormal_grpo_step_split_s": {k: r["split"] for k, r in rows.items()},
+               "train.denormal_grpo_speedup": round(rows["flushed"]["completions_per_min"]
+                                                    / rows["kept"]["completions_per_min"], 3)}
+    emit(figures)
+    print(f"\n### SFT warm-up on {model.name} (LoRA r16, chains, batch 8, compact prompt): {sft_steps} steps each\n")
+    print("| denormals | median step s | mean step s | last loss | vs kept |\n|---|---:|---:|---:|---:|")
+    for name, r in sft.items():
+        print(f"| {name} | {r['median_step_s']:.2f} | {r['mean_step_s']:.2f} | {r['last_loss']:.4f} | "
+              f"{sft['kept']['mean_step_s'] / r['mean_step_s']:.2f}x |")
+    side_by_side_table(
+        f"\n### GRPO on {model.name}, {recipe.name}, vLLM colocate, no uncertainty pool: median of {max(steps - 1, 1)} "
+        f"step(s) after a warm-up; {batch} completions of <= {completion} tokens per step\n",
+        "denormals", rows, _step_columns(rows["kept"], "vs kept"))
     return 0
 
 

@@ -175,6 +175,14 @@ class ProofcheckScriptArguments:
         "recipe (bf16, 2 cores) 16 completions took 4.6 s instead of 6.7 s. false = plain F.linear on the "
         "synced weights (the previous path). No effect on GPU builds of vLLM."))
 
+    flush_denormal: bool = field(default=True, metadata=_help(
+        "Flush denormal floats to zero on the CPU before training (proofcheck.precision.flush_denormals): LoRA "
+        "weights growing from zero and tiny Adam moments are denormal for a while, and x86 computes those in "
+        "microcode. The demo's SFT warm-up ran 4.24 s a step instead of 4.81, with the same losses; 10 GRPO steps of "
+        "the SmolLM2 recipe showed no difference (benchmarks/train_real.py --denormals). Only the CPU's arithmetic "
+        "(not CUDA kernels). "
+        "false = the CPU's default (denormals kept)."))
+
     time_budget_s: float | None = field(default=None, metadata=_help(
         "Wall-clock seconds the whole run may take, counted from the process start (model load, vLLM start and "
         "evaluations included): after each step, training stops if one more step plus the final evaluation and "

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.io import write_json_atomic
+from proofcheck.precision import flush_denormals
 from proofcheck.train.config import ConfigError, ProofcheckScriptArguments, top_layers
 from proofcheck.train.data import TrainingData, build_training_data, to_dataset
 from proofcheck.train.resume import finished_at, keep_finished_run, resolve_resume, restore_history
@@ -162,7 +163,10 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
     resume = resolve_resume(training)
     if (ended := finished_at(resume, training)) is not None:
         return keep_finished_run(script, training, model_args, data, resume, *ended)
+    # before the model loads and any compute thread starts (threads inherit the mode)
+    flushed = flush_denormals(True) if script.flush_denormal else None
     trainer, history, eval_cb, timer = build_trainer(script, training, model_args, data, rewards)
+    trainer.flush_denormal = flushed  # run_summary.json `precision`: None when not asked, else whether the CPU could
     acc = trainer.accelerator
     if resume:
         restore_history(resume, history, eval_cb)

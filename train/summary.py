@@ -86,7 +86,8 @@ def precision_record(trainer: Any) -> dict[str, Any]:
     `model_config.dtype` (read from the engine, not from our settings)."""
     llm = getattr(getattr(trainer, "vllm_generation", None), "llm", None)
     vllm_dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.") if llm is not None else None
-    return {"train_bf16": bool(trainer.args.bf16), "vllm_dtype": vllm_dtype}
+    return {"train_bf16": bool(trainer.args.bf16), "vllm_dtype": vllm_dtype,
+            "flush_denormal": getattr(trainer, "flush_denormal", None)}
 
 
 def memory_record(trainer: Any) -> dict[str, Any] | None:

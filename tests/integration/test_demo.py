@@ -45,8 +45,9 @@ def test_demo_runs_every_stage_and_reuses_on_rerun(tmp_path):
     # one dtype everywhere, read back from each stage: SFT's plan, TRL's autocast, the colocated engine itself
     plan = summary["plan"]
     assert summary["dtype"] == "float32" and plan["dtype"]["source"] == "--dtype"
-    assert json.loads((work / "sft" / "sft_plan.json").read_text())["dtype"]["dtype"] == "float32"
-    assert grpo["precision"] == {"train_bf16": False, "vllm_dtype": "float32"}
+    sft_plan = json.loads((work / "sft" / "sft_plan.json").read_text())
+    assert sft_plan["dtype"]["dtype"] == "float32" and sft_plan["flush_denormal"] is True   # both stages flush
+    assert grpo["precision"] == {"train_bf16": False, "vllm_dtype": "float32", "flush_denormal": True}
     assert plan["sft"]["steps"] == 6 and plan["grpo"]["steps"] == 2      # the tiny model fits its maxima
     assert plan["sft"]["first_step_s"] > 0 and plan["grpo"]["median_step_s"] > 0
     assert "plan: " in out.stdout and "plan carried out: fp32: SFT 6 of at most 6 steps" in out.stdout

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from proofcheck.precision import choose_dtype
+from proofcheck.precision import choose_dtype, flush_denormals
 
 
 def test_time_budget_stops_early_and_bf16_auto_follows_the_machine(tiny_model: Path, tmp_path: Path) -> None:
@@ -29,4 +29,6 @@ def test_time_budget_stops_early_and_bf16_auto_follows_the_machine(tiny_model: P
     assert summary["budget"]["stopped_early_at"] == 1 and summary["budget"]["time_budget_s"] == 1
     assert summary["eval_history"][-1]["step"] == 1          # the final evaluation still ran
     assert (out / "merged" / "config.json").is_file()        # and the model was saved
-    assert summary["precision"] == {"train_bf16": choose_dtype(device="cpu").bf16, "vllm_dtype": None}
+    assert summary["precision"] == {"train_bf16": choose_dtype(device="cpu").bf16, "vllm_dtype": None,
+                                    "flush_denormal": True}
+    flush_denormals(False)   # the run set this thread's mode; the tests after it in this process get the default back

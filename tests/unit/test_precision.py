@@ -358,3 +358,21 @@ def test_the_long_recipe_never_scales_its_evaluation_down() -> None:
     plan.record["sft"] = {"first_step_s": 71.0}   # a slow first step on an AVX2 host
     plan.scale_work()
     assert (plan.eval_tasks, plan.passes, plan.repeats) == (128, 4, 1)
+
+
+def test_flush_denormals_reads_a_denormal_as_zero_until_turned_off() -> None:
+    """The training stages' `flush_denormal`: on, a denormal float reads as 0 (the CPU's FTZ/DAZ modes); off, the
+    CPU's default again. Turned off in any case: the mode is the thread's, and other tests run in this one."""
+    import torch
+
+    from proofcheck.precision import flush_denormals
+
+    denormal = 1e-323   # far below float64's smallest normal, 2.2e-308
+    try:
+        assert flush_denormals(True), "x86-64 CPUs have FTZ/DAZ (SSE3)"
+        assert torch.tensor([denormal], dtype=torch.float64).item() == 0.0
+        assert (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() == 0.0   # a denormal float32 product
+    finally:
+        flush_denormals(False)
+    assert torch.tensor([denormal], dtype=torch.float64).item() > 0.0
+    assert (torch.tensor([1e-30]) * torch.tensor([1e-10])).item() > 0.0
