@@ -180,8 +180,7 @@ class ProofcheckScriptArguments:
         "weights growing from zero and tiny Adam moments are denormal for a while, and x86 computes those in "
         "microcode. The demo's SFT warm-up ran 4.24 s a step instead of 4.81, with the same losses; 10 GRPO steps of "
         "the SmolLM2 recipe showed no difference (benchmarks/train_real.py --denormals). Only the CPU's arithmetic "
-        "(not CUDA kernels). "
-        "false = the CPU's default (denormals kept)."))
+        "(not CUDA kernels). false = the CPU's default (denormals kept)."))
 
     time_budget_s: float | None = field(default=None, metadata=_help(
         "Wall-clock seconds the whole run may take, counted from the process start (model load, vLLM start and "

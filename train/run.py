@@ -166,7 +166,7 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
     # before the model loads and any compute thread starts (threads inherit the mode)
     flushed = flush_denormals(True) if script.flush_denormal else None
     trainer, history, eval_cb, timer = build_trainer(script, training, model_args, data, rewards)
-    trainer.flush_denormal = flushed  # run_summary.json `precision`: None when not asked, else whether the CPU could
+    trainer.flush_denormal = flushed  # run_summary.json `precision`
     acc = trainer.accelerator
     if resume:
         restore_history(resume, history, eval_cb)

@@ -170,6 +170,7 @@ def trainer_class() -> type:
         uncertainty: UncertaintyPool | None = None
         completion_logits: bool = False   # the recipes' `completion_logits` (train/run.py sets it)
         share_prompt: bool = True         # the recipes' `completion_logits_shared_prompt`
+        flush_denormal: bool | None = None  # whether train/run.py flushed denormals (None: not asked)
 
         def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
                                                logits_to_keep: int, batch_size: int | None = None,
