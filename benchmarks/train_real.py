@@ -290,16 +290,17 @@ def compare_prompt_styles(model: Path, work: Path, recipe: Path, steps: int, bat
     return 0
 
 
-def sft_run(model: Path, out: Path, steps: int, flush: bool, timeout_s: float | None) -> dict[str, Any]:
-    """The demo's warm-up (LoRA r16 on arithmetic chains, compact prompt, seed 0) for `steps` steps: its median and
-    mean step (the first included: a denormal slow-down starts after a few steps) and its last loss."""
-    cmd = [sys.executable, "-m", "proofcheck.train.sft", "--model", str(model), "--out", str(out), "--tasks", "512",
-           "--families", "chain", "--steps", str(steps), "--lora-r", "16", "--prompt-style", "compact", "--seed", "0",
-           *([] if flush else ["--keep-denormals"])]
+def warmup_run(model: Path, work: Path, steps: int, flush: bool, timeout_s: float | None) -> dict[str, Any]:
+    """The demo's SFT warm-up (`proofcheck.app.demo.sft_run` on its own curriculum, seed 0) for `steps` steps: its
+    median and mean step (the first included: a denormal slow-down starts after a few steps) and its last loss."""
+    from proofcheck.app.demo import DemoConfig, build_curriculum, sft_run
+
+    cfg = DemoConfig(workdir=work, sft_steps=steps)
+    cmd = sft_run(cfg, model, build_curriculum(cfg), None).command() + ([] if flush else ["--keep-denormals"])
     proc = run_bounded(cmd, timeout_s, "SFT warm-up")
     if proc.returncode != 0:
         raise SystemExit(f"SFT warm-up failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
-    plan = json.loads((out / "sft_plan.json").read_text())
+    plan = json.loads((work / "sft" / "sft_plan.json").read_text())
     losses = [line.split(" loss ")[1].split()[0] for line in proc.stdout.splitlines() if " loss " in line]
     return {"median_step_s": plan["median_step_s"], "mean_step_s": round(plan["train_s"] / plan["steps"], 3),
             "last_loss": float(losses[-1]), "flush_denormal": plan.get("flush_denormal")}
@@ -309,7 +310,7 @@ def denormals(model: Path, work: Path, recipe: Path, steps: int, sft_steps: int,
               completion: int, extra: list[str], timeout_s: float | None) -> int:
     """`--denormals`: the demo's SFT warm-up and the recipe's GRPO step with denormal floats kept (the CPU's
     default, the baseline) and flushed to zero (`flush_denormal`, the default), one after the other."""
-    sft = {name: sft_run(model, work / f"sft-{name}", sft_steps, name == "flushed", timeout_s)
+    sft = {name: warmup_run(model, work / f"sft-{name}", sft_steps, name == "flushed", timeout_s)
            for name in ("kept", "flushed")}
     rows = side_by_side(model, work, recipe, steps, batch, generations, completion, timeout_s,
                         {name: (f"grpo-{name}", ["--flush_denormal", str(name == "flushed").lower(),
@@ -320,7 +321,7 @@ def denormals(model: Path, work: Path, recipe: Path, steps: int, sft_steps: int,
                "train.denormal_grpo_speedup": round(rows["flushed"]["completions_per_min"]
                                                     / rows["kept"]["completions_per_min"], 3)}
     emit(figures)
-    print(f"\n### SFT warm-up on {model.name} (LoRA r16, chains, batch 8, compact prompt): {sft_steps} steps each\n")
+    print(f"\n### The demo's SFT warm-up on {model.name} (its curriculum, seed 0): {sft_steps} steps each\n")
     print("| denormals | median step s | mean step s | last loss | vs kept |\n|---|---:|---:|---:|---:|")
     for name, r in sft.items():
         print(f"| {name} | {r['median_step_s']:.2f} | {r['mean_step_s']:.2f} | {r['last_loss']:.4f} | "

@@ -176,10 +176,10 @@ def flush_denormals(on: bool = True) -> bool:
 
     Why: LoRA's B matrices start at zero and Adam's moments of small gradients are tiny, so CPU training meets
     denormal floats, which x86 handles in microcode at many times a normal operation's cost. On the 2-core
-    avx512_bf16 host (2026-12-06, `benchmarks/train_real.py --denormals`) 24 steps of the demo's SFT warm-up took
-    4.24 s a step flushed against 4.81 s kept (1.13x; medians 4.00 / 4.06: the kept run's slow steps are its 6th
-    to 12th), with the same losses to four digits; 10 GRPO steps of the SmolLM2 recipe showed no difference
-    (12.7 / 12.4 s). Call it before the first parallel torch operation: threads inherit the mode when they
+    avx512_bf16 host (2026-12-06, `benchmarks/train_real.py --denormals`) 24 steps of the demo's SFT warm-up ran
+    1.13x faster flushed in two runs (4.24 against 4.81 s a step: the kept run's 6th to 12th steps slow) and 0.95x
+    in a third (4.05 against 3.83 s), with the same losses to four digits each time; 10 GRPO steps of the SmolLM2
+    recipe showed no difference twice. So the speed-up is not settled on that host. Call it before the first parallel torch operation: threads inherit the mode when they
     start. A value below ~1.2e-38 (fp32) then reads as 0; bf16 has fp32's exponent range, so the same holds.
     """
     import torch

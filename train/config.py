@@ -178,8 +178,9 @@ class ProofcheckScriptArguments:
     flush_denormal: bool = field(default=True, metadata=_help(
         "Flush denormal floats to zero on the CPU before training (proofcheck.precision.flush_denormals): LoRA "
         "weights growing from zero and tiny Adam moments are denormal for a while, and x86 computes those in "
-        "microcode. The demo's SFT warm-up ran 4.24 s a step instead of 4.81, with the same losses; 10 GRPO steps of "
-        "the SmolLM2 recipe showed no difference (benchmarks/train_real.py --denormals). Only the CPU's arithmetic "
+        "microcode. Same losses either way. Speed on the bf16 CPU host is not settled: 24 SFT steps ran 1.13x faster "
+        "flushed in two runs and 0.95x in a third; 10 GRPO steps showed no difference (benchmarks/train_real.py "
+        "--denormals). Only the CPU's arithmetic "
         "(not CUDA kernels). false = the CPU's default (denormals kept)."))
 
     time_budget_s: float | None = field(default=None, metadata=_help(

@@ -87,7 +87,7 @@ def precision_record(trainer: Any) -> dict[str, Any]:
     llm = getattr(getattr(trainer, "vllm_generation", None), "llm", None)
     vllm_dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.") if llm is not None else None
     return {"train_bf16": bool(trainer.args.bf16), "vllm_dtype": vllm_dtype,
-            "flush_denormal": getattr(trainer, "flush_denormal", None)}
+            "flush_denormal": trainer.flush_denormal}
 
 
 def memory_record(trainer: Any) -> dict[str, Any] | None:

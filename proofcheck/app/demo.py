@@ -124,7 +124,7 @@ def _build_model(cfg: DemoConfig) -> Path:
     return build_smollm2(cfg.workdir / "model")
 
 
-def _build_curriculum(cfg: DemoConfig) -> Path:
+def build_curriculum(cfg: DemoConfig) -> Path:
     """Write the four task sets as JSONL and the GRPO curriculum (`data.assembly.write_curriculum`: train = the
     grpo set, eval = the held-out set)."""
     from proofcheck.data.assembly import write_curriculum
@@ -258,7 +258,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     model_name = "SmolLM2-135M-Instruct" if cfg.model == "smollm2" else "tiny (random weights)"
     base = run_stage(f"build the model: {model_name}", lambda: _build_model(cfg), timings)
     run_stage("validate shipped data", _validate_samples, timings)
-    data = run_stage("build the curriculum", lambda: _build_curriculum(cfg), timings)
+    data = run_stage("build the curriculum", lambda: build_curriculum(cfg), timings)
     _show_curriculum(data)
     plan.announce()
     lora = f"LoRA r={cfg.sft_lora_r}" + (f", top {cfg.sft_lora_layers} layers" if cfg.sft_lora_layers else "") \
