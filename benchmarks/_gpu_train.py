@@ -37,24 +37,24 @@ EXPERT = REPO / "data" / "samples" / "annotated.jsonl"
 
 def grpo_argv(settings: dict[str, Any], out_dir: Path, max_steps: int, save_steps: int, *, evaluate: bool = True,
               resume: bool = False) -> list[str]:
-    """`train/grpo.py` arguments: the 1-GPU LoRA recipe with the check's sizes and HF generation
-    (the plan stage uses the same list, so its estimate describes the run the train stage measures)."""
+    """`train/grpo.py` arguments (`proofcheck.app.launch.grpo_args`): the 1-GPU LoRA recipe with the check's sizes
+    and HF generation (the plan stage uses the same list, so its estimate describes the run the train stage measures)."""
+    from proofcheck.app.launch import SyntheticTasks, grpo_args
+
     s = settings["sizes"]
-    argv = ["--config", str(RECIPE), "--model_name_or_path", settings["model"], "--output_dir", str(out_dir),
-            "--max_steps", str(max_steps), "--save_steps", str(save_steps), "--save_total_limit", "2",
-            "--use_vllm", "false",
-            "--per_device_train_batch_size", str(s["batch"]), "--num_generations", str(s["generations"]),
-            "--gradient_accumulation_steps", "1", "--max_completion_length", str(s["completion"]),
-            "--expert_files", str(EXPERT), "--mix_ratios", "0.5", "0.0", "0.5", "--synthetic_count",
-            str(s["synthetic"]), "--eval_fraction", "0.2", "--eval_max_samples", str(s["eval_proofs"] if evaluate else 0),
-            "--eval_passes", str(s["eval_passes"]), "--eval_max_new_tokens", str(s["completion"]),
-            "--eval_at_start", "false", "--eval_every_steps", "0", "--logging_steps", "1", "--disable_tqdm", "true",
-            "--report_to", "none", "--save_merged", "false", "--save_adapter", "true"]
+    flags: dict[str, Any] = {
+        "max_steps": max_steps, "save_steps": save_steps, "save_total_limit": 2, "use_vllm": False,
+        "per_device_train_batch_size": s["batch"], "num_generations": s["generations"],
+        "gradient_accumulation_steps": 1, "max_completion_length": s["completion"],
+        "eval_max_samples": s["eval_proofs"] if evaluate else 0, "eval_passes": s["eval_passes"],
+        "eval_max_new_tokens": s["completion"], "eval_at_start": False, "eval_every_steps": 0, "logging_steps": 1,
+        "disable_tqdm": True, "report_to": "none", "save_merged": False, "save_adapter": True}
     if settings["device"] == "cpu":  # the rehearsal: fp32 on the CPU (bf16 there is emulated or refused)
-        argv += ["--use_cpu", "true", "--bf16", "false", "--dtype", "float32"]
+        flags.update(use_cpu=True, bf16=False, dtype="float32")
     if resume:
-        argv += ["--resume_from_checkpoint", "last"]
-    return argv
+        flags["resume_from_checkpoint"] = "last"
+    data = SyntheticTasks(s["synthetic"], 0.2, expert_files=(EXPERT,), mix_ratios=(0.5, 0.0, 0.5))
+    return grpo_args(RECIPE, settings["model"], out_dir, data, flags)
 
 
 def run_grpo(argv: list[str], stdout_file: Path, kill_when: Callable[[], bool] | None = None
@@ -62,7 +62,9 @@ def run_grpo(argv: list[str], stdout_file: Path, kill_when: Callable[[], bool] |
     """Run `train/grpo.py argv` (stdout to `stdout_file`, stderr to the stage's log); SIGKILL it by its
     handle as soon as `kill_when()` is true. Returns (exit code, killed)."""
     with open(stdout_file, "w") as out:
-        proc = subprocess.Popen([sys.executable, str(REPO / "train" / "grpo.py"), *argv], stdout=out)
+        from proofcheck.app.launch import grpo_script
+
+        proc = subprocess.Popen([sys.executable, str(grpo_script()), *argv], stdout=out)
         while proc.poll() is None:
             if kill_when is not None and kill_when():
                 proc.kill()

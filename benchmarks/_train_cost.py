@@ -34,13 +34,13 @@ PARTS = ("forward: vocab projection + log-softmax", "forward: attention", "forwa
 
 def grpo_trainer(model: Path, recipe: Path, work: Path) -> Any:
     """The recipe's trainer (our GRPOTrainer subclass, its LoRA layout and dtype) without vLLM or evaluation."""
+    from proofcheck.app.launch import SyntheticTasks, grpo_args
     from proofcheck.train.args import parse
     from proofcheck.train.run import build_trainer
 
-    script, training, model_args = parse(
-        ["--config", str(recipe), "--model_name_or_path", str(model), "--use_vllm", "false",
-         "--output_dir", str(work / "grpo-cost"), "--uncertainty_pool", "0", "--eval_max_samples", "0",
-         "--synthetic_count", "64", "--report_to", "none"])
+    script, training, model_args = parse(grpo_args(
+        recipe, model, work / "grpo-cost", SyntheticTasks(64),
+        {"use_vllm": False, "uncertainty_pool": 0, "eval_max_samples": 0, "report_to": "none"}))
     trainer = build_trainer(script, training, model_args)[0]
     trainer.create_optimizer_and_scheduler(num_training_steps=100)
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop, which this bypasses

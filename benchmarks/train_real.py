@@ -131,15 +131,13 @@ def run_backend(model: Path, out: Path, use_vllm: bool, steps: int, batch: int, 
     """One short GRPO run: its step split, tokens per step, GPU memory and (with `eval_proofs`) its
     final held-out evaluation. `extra`: more recipe overrides. `timeout_s`: the run is killed (with its
     engine processes) and the benchmark stops with a message past it."""
-    cmd = [sys.executable, str(REPO / "train" / "grpo.py"), "--config", str(recipe),
-           "--model_name_or_path", str(model), "--output_dir", str(out), "--max_steps", str(steps),
-           "--synthetic_count", str(max(4 * batch, 8 * eval_proofs, 32)), "--eval_fraction", "0.2",
-           "--eval_max_samples", str(eval_proofs), "--eval_passes", str(eval_passes),
-           "--eval_max_new_tokens", str(completion), "--eval_at_start", "false", "--eval_every_steps", "0",
-           "--per_device_train_batch_size", str(batch), "--num_generations", str(generations),
-           "--max_completion_length", str(completion),
-           "--use_vllm", "true" if use_vllm else "false", "--logging_steps", "1", "--disable_tqdm", "true",
-           "--report_to", "none", *(extra or [])]
+    from proofcheck.app.launch import SyntheticTasks, grpo_command
+
+    cmd = grpo_command(recipe, model, out, SyntheticTasks(max(4 * batch, 8 * eval_proofs, 32), eval_fraction=0.2), {
+        "max_steps": steps, "eval_max_samples": eval_proofs, "eval_passes": eval_passes,
+        "eval_max_new_tokens": completion, "eval_at_start": False, "eval_every_steps": 0,
+        "per_device_train_batch_size": batch, "num_generations": generations, "max_completion_length": completion,
+        "use_vllm": use_vllm, "logging_steps": 1, "disable_tqdm": True, "report_to": "none"}) + (extra or [])
     proc = run_bounded(cmd, timeout_s, f"GRPO run ({'vLLM colocate' if use_vllm else 'HF generate'})")
     if proc.returncode != 0:
         raise SystemExit(f"GRPO run ({'vLLM colocate' if use_vllm else 'HF generate'}) failed "

@@ -42,18 +42,18 @@ def run_backend(model_dir: Path, out: Path, backend: str, steps: int, completion
     """Train `steps` steps with one backend; per-step means (seconds) of each part, warm-up step excluded."""
     from transformers import TrainerCallback
 
+    from proofcheck.app.launch import SyntheticTasks, grpo_args
     from proofcheck.train.args import parse
     from proofcheck.train.run import build_trainer, shutdown_colocated_vllm
 
-    argv = ["--model_name_or_path", str(model_dir), "--output_dir", str(out), "--use_cpu", "true",
-            "--bf16", "false", "--report_to", "none", "--synthetic_count", "64", "--eval_max_samples", "0",
-            "--include_reference_solution", "false", "--max_steps", str(steps + 1), "--save_strategy", "no",
-            "--per_device_train_batch_size", "8", "--num_generations", "8",
-            "--max_completion_length", str(completion_length), "--logging_steps", "1", "--seed", "0",
-            "--reward_weights", "1.0", "0.1"]
+    flags: dict[str, Any] = {
+        "use_cpu": True, "bf16": False, "report_to": "none", "eval_max_samples": 0,
+        "include_reference_solution": False, "max_steps": steps + 1, "save_strategy": "no",
+        "per_device_train_batch_size": 8, "num_generations": 8, "max_completion_length": completion_length,
+        "logging_steps": 1, "seed": 0, "reward_weights": (1.0, 0.1)}
     if backend == "vllm-colocate":
-        argv += ["--use_vllm", "true", "--vllm_mode", "colocate", "--vllm_max_model_length", "2048"]
-    trainer, _, _, _ = build_trainer(*parse(argv))
+        flags.update(use_vllm=True, vllm_mode="colocate", vllm_max_model_length=2048)
+    trainer, _, _, _ = build_trainer(*parse(grpo_args(None, model_dir, out, SyntheticTasks(64), flags)))
     current: dict[str, float] = defaultdict(float)
     per_step: list[dict[str, float]] = []
     _timed(trainer, "_generate", current, "generation")

@@ -13,8 +13,9 @@ Both work on any item type through accessor functions (`problem_of`, `origin_of`
 
 - **A curriculum** (`write_curriculum`): the training and held-out rows a caller drew itself (the
   demo's and the ablations' synthetic sets), checked disjoint by problem and written as the dataset
-  folder train/grpo.py reads (`train` and `eval` splits); `Curriculum.train_args` are the data flags
-  that make training take it as written, through these same rules: the eval split is the held-out set
+  folder train/grpo.py reads (`train` and `eval` splits); a `Curriculum` describes it, and the launcher
+  (`proofcheck.app.launch.data_args`) turns it into the data flags that make training take it as written,
+  through these same rules: the eval split is the held-out set
   (nothing else held out, no synthetic rows added), and the mix's shares are the train split's rows by
   origin with the split's size, so `mix` keeps every row once, whatever its origin.
 
@@ -144,13 +145,6 @@ class Curriculum:
     folder: Path
     train_by_origin: dict[str, int]
     n_eval: int
-
-    def train_args(self) -> list[str]:
-        """train/grpo.py's data flags that train on the folder as written (see the module docstring)."""
-        n = sum(self.train_by_origin.values())
-        return ["--expert_files", str(self.folder), "--synthetic_count", "0",
-                "--mix_ratios", *(str(self.train_by_origin.get(o, 0)) for o in ORIGINS), "--train_size", str(n),
-                "--eval_fraction", "0"]
 
 
 def write_curriculum(folder: str | Path, train: list[dict[str, Any]], held_out: list[dict[str, Any]],

@@ -10,8 +10,11 @@ and works from any working directory, as `proofcheck train` does. `run_logged` r
 caller's working directory: a relative path means the same to the caller and to the run.
 
 A GRPO run trains on a curriculum the caller wrote (`proofcheck.data.assembly.write_curriculum`: a
-dataset folder with train/eval splits) with the data flags that take it as written
-(`Curriculum.train_args`): the held-out split is the caller's, every training row is used once.
+dataset folder with train/eval splits) with the data flags that take it as written (`data_args`): the
+held-out split is the caller's, every training row is used once. The benchmarks' short runs train on
+synthetic tasks `train/grpo.py` draws itself (`SyntheticTasks`); they give their sizes as recipe overrides
+(`grpo_args`, `flag_args`), so every GRPO command line, the demo's, the ablations', the benchmarks' and the
+GPU check's, is built here.
 
 Example:
     >>> run = SftRun(model="m", out="o", data="d.jsonl", steps=4, lr=1e-3, lora_r=0, seed=0, prompt_style="compact")
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proofcheck.data.assembly import Curriculum
+from proofcheck.data.assembly import ORIGINS, Curriculum
 
 
 def grpo_script() -> Path:
@@ -151,6 +154,67 @@ def recipe_record(recipe: str | Path, deltas: dict[str, Delta]) -> dict[str, Any
     return {"path": str(recipe), "deltas": {k: {"value": d.value, "reason": d.reason} for k, d in deltas.items()}}
 
 
+@dataclass(frozen=True)
+class SyntheticTasks:
+    """Training data `train/grpo.py` draws itself: `count` synthetic tasks, `eval_fraction` of their problems
+    held out (None: the recipe's); with `expert_files`, those files mixed in at `mix_ratios` (expert, repaired,
+    synthetic)."""
+
+    count: int
+    eval_fraction: float | None = None
+    expert_files: tuple[str | Path, ...] = ()
+    mix_ratios: tuple[float, float, float] | None = None
+
+
+def data_args(data: Curriculum | SyntheticTasks) -> list[str]:
+    """train/grpo.py's data flags: a curriculum as written (every training row once, its eval split the held-out
+    set, nothing added), or synthetic tasks.
+
+    >>> data_args(Curriculum(Path("ds"), {"synthetic": 6, "repaired": 2}, 4))
+    ['--expert_files', 'ds', '--synthetic_count', '0', '--mix_ratios', '0', '2', '6', '--train_size', '8', '--eval_fraction', '0']
+    >>> data_args(SyntheticTasks(32, eval_fraction=0.2))
+    ['--synthetic_count', '32', '--eval_fraction', '0.2']
+    """
+    if isinstance(data, Curriculum):
+        n = sum(data.train_by_origin.values())
+        return ["--expert_files", str(data.folder), "--synthetic_count", "0",
+                "--mix_ratios", *(str(data.train_by_origin.get(o, 0)) for o in ORIGINS), "--train_size", str(n),
+                "--eval_fraction", "0"]
+    out = ["--expert_files", *map(str, data.expert_files)] if data.expert_files else []
+    out += ["--mix_ratios", *map(str, data.mix_ratios)] if data.mix_ratios else []
+    out += ["--synthetic_count", str(data.count)]
+    return out + (["--eval_fraction", str(data.eval_fraction)] if data.eval_fraction is not None else [])
+
+
+def flag_args(flags: dict[str, Any]) -> list[str]:
+    """Recipe overrides as train/grpo.py flags: booleans as true/false, a list or tuple as several values.
+
+    >>> flag_args({"use_vllm": False, "max_steps": 3, "reward_weights": (1.0, 0.1)})
+    ['--use_vllm', 'false', '--max_steps', '3', '--reward_weights', '1.0', '0.1']
+    """
+    def one(v: Any) -> str:
+        return str(v).lower() if isinstance(v, bool) else str(v)
+
+    return [part for k, v in flags.items()
+            for part in (f"--{k}", *(map(one, v) if isinstance(v, list | tuple) else (one(v),)))]
+
+
+def grpo_args(recipe: str | Path | None, model: str | Path, output_dir: str | Path,
+              data: Curriculum | SyntheticTasks, flags: dict[str, Any] | None = None) -> list[str]:
+    """train/grpo.py's arguments (no interpreter, no script) for a run of `recipe` (None: the trainer's defaults)
+    on `data`, with `flags` (`flag_args`) last: what an in-process trainer parses (`proofcheck.train.args.parse`)
+    and what `grpo_command` runs."""
+    head = ["--config", str(recipe_path(recipe))] if recipe is not None else []
+    return [*head, "--model_name_or_path", str(model), "--output_dir", str(output_dir), *data_args(data),
+            *flag_args(flags or {})]
+
+
+def grpo_command(recipe: str | Path | None, model: str | Path, output_dir: str | Path,
+                 data: Curriculum | SyntheticTasks, flags: dict[str, Any] | None = None) -> list[str]:
+    """The command line that runs `grpo_args`' run: this interpreter on the installed `train/grpo.py`."""
+    return [sys.executable, str(grpo_script()), *grpo_args(recipe, model, output_dir, data, flags)]
+
+
 @dataclass
 class SftRun:
     """One supervised warm-up (`python -m proofcheck.train.sft`) on a task file."""
@@ -177,12 +241,13 @@ class SftRun:
 
 @dataclass
 class GrpoRun:
-    """One `train/grpo.py` run on a recipe plus named deltas, trained on the caller's curriculum."""
+    """One `train/grpo.py` run on a recipe plus named deltas, trained on the caller's curriculum (the demo's
+    and the ablations' runs: held-out evaluation, no checkpoints)."""
 
     recipe: str | Path
     model: str | Path
     output_dir: str | Path
-    dataset: Curriculum                   # a DatasetDict folder: train split, eval split (held out)
+    dataset: Curriculum | SyntheticTasks  # a DatasetDict folder: train split, eval split (held out)
     max_steps: int
     learning_rate: float
     seed: int
@@ -196,18 +261,15 @@ class GrpoRun:
     overrides: list[str] = field(default_factory=list)  # more train/grpo.py flags, last (they win)
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, str(grpo_script()), "--config", str(recipe_path(self.recipe)),
-               "--model_name_or_path", str(self.model), "--output_dir", str(self.output_dir),
-               *self.dataset.train_args(),
-               "--max_steps", str(self.max_steps), "--learning_rate", str(self.learning_rate),
-               "--eval_at_start", "true" if self.eval_at_start else "false",
-               "--eval_every_steps", str(self.eval_every_steps)]
-        cmd += ["--eval_curve_samples", str(self.eval_curve_samples)] if self.eval_curve_samples is not None else []
-        cmd += ["--prompt_style", self.prompt_style,
-                "--eval_max_samples", str(self.eval_tasks), "--eval_passes", str(self.eval_passes),
-                "--include_reference_solution", "false", "--save_strategy", "no", "--seed", str(self.seed)]
-        cmd += ["--time_budget_s", f"{self.time_budget_s:.0f}"] if self.time_budget_s is not None else []
-        return [*cmd, *self.overrides]
+        flags: dict[str, Any] = {"max_steps": self.max_steps, "learning_rate": self.learning_rate,
+                                 "eval_at_start": self.eval_at_start, "eval_every_steps": self.eval_every_steps}
+        if self.eval_curve_samples is not None:
+            flags["eval_curve_samples"] = self.eval_curve_samples
+        flags.update(prompt_style=self.prompt_style, eval_max_samples=self.eval_tasks, eval_passes=self.eval_passes,
+                     include_reference_solution=False, save_strategy="no", seed=self.seed)
+        if self.time_budget_s is not None:
+            flags["time_budget_s"] = f"{self.time_budget_s:.0f}"
+        return [*grpo_command(self.recipe, self.model, self.output_dir, self.dataset, flags), *self.overrides]
 
 
 @dataclass

@@ -110,6 +110,7 @@ def test_a_curriculum_trains_every_row_once_whatever_its_origin(tmp_path: Path) 
     """The demo's and the ablations' curricula go through the trainer's own assembly: the eval split is the
     held-out set and the mix keeps every training row, repaired positives included (a mix of `0 0 1`, the
     old switch-off, dropped them)."""
+    from proofcheck.app.launch import data_args
     from proofcheck.train.config import ProofcheckScriptArguments
     from proofcheck.train.data import build_training_data
 
@@ -119,7 +120,7 @@ def test_a_curriculum_trains_every_row_once_whatever_its_origin(tmp_path: Path) 
     cur = assembly.write_curriculum(tmp_path / "dataset", train, held)
     n_rep = sum(t.get("origin") == "repaired" for t in train)
     assert n_rep and cur.train_by_origin == {"synthetic": 12 - n_rep, "repaired": n_rep} and cur.n_eval == 4
-    args = cur.train_args()
+    args = data_args(cur)
     assert args[:4] == ["--expert_files", str(tmp_path / "dataset"), "--synthetic_count", "0"]
     assert args[4:] == ["--mix_ratios", "0", str(n_rep), str(12 - n_rep), "--train_size", "12", "--eval_fraction", "0"]
     ratios = [float(x) for x in args[5:8]]

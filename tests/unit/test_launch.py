@@ -2,7 +2,7 @@
 
 The expected command lines are the ones the demo and benchmarks/ablate.py wrote out by hand before
 the launcher existed (flag for flag), so moving them here changed no run; the data flags since come
-from the curriculum (`Curriculum.train_args`: every training row once, the eval split held out).
+from the curriculum (`data_args`: every training row once, the eval split held out).
 """
 
 from __future__ import annotations
@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from proofcheck.app.demo import DemoConfig, grpo_run
-from proofcheck.app.launch import GrpoRun, SftRun, grpo_script, recipe_path
+from proofcheck.app.launch import (
+    GrpoRun,
+    SftRun,
+    SyntheticTasks,
+    grpo_args,
+    grpo_command,
+    grpo_script,
+    recipe_path,
+)
 from proofcheck.data.assembly import Curriculum
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,3 +87,20 @@ def test_a_recipe_is_found_by_name_from_any_working_directory(tmp_path, monkeypa
     assert recipe_path("configs/grpo/tiny-cpu.yaml").name == "tiny-cpu.yaml"  # not a file here: found by name
     with pytest.raises(FileNotFoundError, match="shipped: .*smollm2-cpu"):
         recipe_path("no-such-recipe")
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    # a benchmark's short run: train/grpo.py draws the tasks and holds 20% of their problems out
+    (SyntheticTasks(32, 0.2), ["--synthetic_count", "32", "--eval_fraction", "0.2"]),
+    (SyntheticTasks(64), ["--synthetic_count", "64"]),  # the recipe's hold-out
+    # the GPU check's: the shipped annotated proofs mixed half and half with synthetic tasks
+    (SyntheticTasks(64, 0.2, ("a.jsonl",), (0.5, 0.0, 0.5)),
+     ["--expert_files", "a.jsonl", "--mix_ratios", "0.5", "0.0", "0.5", "--synthetic_count", "64", "--eval_fraction",
+      "0.2"]),
+])
+def test_a_benchmarks_grpo_command_line(data: SyntheticTasks, expected: list[str]) -> None:
+    cmd = grpo_command("smollm2-cpu", "m", "o", data, {"use_vllm": False, "max_steps": 3, "reward_weights": [1.0, 0.1]})
+    assert cmd == [sys.executable, str(grpo_script()), "--config", RECIPE, "--model_name_or_path", "m",
+                   "--output_dir", "o", *expected, "--use_vllm", "false", "--max_steps", "3",
+                   "--reward_weights", "1.0", "0.1"]
+    assert grpo_args(None, "m", "o", data)[:4] == ["--model_name_or_path", "m", "--output_dir", "o"]
