@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.io import write_json_atomic, write_text_atomic
-from proofcheck.metrics import VALID_RATE
+from proofcheck.metrics import PROVER_COUNTS, PROVER_SCORES, VERIFIER_COUNTS, VERIFIER_SCORES
 from proofcheck.rundir import missing_in_words
 
 
@@ -75,7 +75,7 @@ def write_prover_report(out: Path, summary: dict[str, Any], records: list[dict])
     fig.tight_layout()
     fig.savefig(plots[2], dpi=110)
     plt.close(fig)
-    keys = ("n_problems", "n_submissions", "pessimistic", "pass_any_sample", VALID_RATE)
+    keys = (*PROVER_COUNTS, *PROVER_SCORES)
     md = [f"# ProverBench scoring: {summary.get('verifier')}", "",
           f"Rule `{summary.get('rule')}`, {summary.get('passes')} passes per proof; {summary.get('n_records')} proofs "
           f"verified, {summary.get('completion_tokens')} completion tokens, "
@@ -134,9 +134,7 @@ def write_verifier_report(out: Path, summary: dict[str, Any], records: list[dict
     levels = summary.get("meta_levels") or {}
     _bar(plots[2], list(levels) or ["(no judge)"], [v / max(1, sum(levels.values())) for v in levels.values()] or [0],
          "Meta-verifier levels", "share of graded passes")
-    keys = ("n_proofs", "n_trials", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
-            "first_error_step_accuracy", "first_error_step_accuracy_incorrect", VALID_RATE,
-            "meta_ver_tpr", "meta_ver_tnr", "meta_ver_bal_f1")
+    keys = (*VERIFIER_COUNTS, *VERIFIER_SCORES)
     md = [f"# VerifierBench evaluation: {summary.get('verifier')}", "",
           f"{summary.get('repeats')} repeats per proof; judge: {summary.get('judge') or 'none'}; "
           f"grader failures: {summary.get('grader_failures', 0)}.", "",

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 from proofcheck.data.loaders import DataError, iter_json_lines, load_records
 from proofcheck.decision import decide
 from proofcheck.metrics import (
-    VALID_RATE,
+    PROVER_SCORES,
+    VERIFIER_SCORES,
     ProofTrials,
     SubmissionPasses,
     Trial,
@@ -92,10 +93,6 @@ def completeness(records: list[dict], expected: int | None, grader_failures: int
                             problems_without_submission=problems_without_submission)
 
 
-PROVER_SCORES = ("pessimistic", "pass_any_sample", VALID_RATE)
-VERIFIER_SCORES = ("rough_accuracy", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
-                   "first_error_step_accuracy", "first_error_step_accuracy_incorrect", VALID_RATE,
-                   "meta_ver_tpr", "meta_ver_tnr", "meta_ver_bal_f1", "meta_score_mean", "meta_valid_rate")
 
 
 def _record_whole(r: dict[str, Any]) -> bool:

@@ -10,7 +10,8 @@ ProverBench (pessimistic): a proof is correct iff all k passes are valid accepts
   problem score = mean over its samples; overall = mean over problems.
 Held-out evaluation (training, the demo, the ablations): `eval_metrics` over graded k-pass results,
 each metric with its standard error over proofs (`<name>_se`); the metric names and their short
-labels are `EVAL_METRICS` and `SHORT_NAMES`, used by training, the demo's report and the ablations'.
+labels are `EVAL_METRICS` and `SHORT_NAMES`, used by training, the demo's report and the ablations'; the
+benchmarks' metric names are `VERIFIER_SCORES` and `PROVER_SCORES`, used by every scoring report.
 
 Example:
     >>> balanced_f1(1.0, 0.5)
@@ -36,6 +37,16 @@ from typing import Any
 VALID_RATE = "verifier_valid_rate"
 EVAL_VALID_RATE = "valid_rate"
 EVAL_RENAMES = {VALID_RATE: EVAL_VALID_RATE}
+# VerifierBench's and ProverBench's metric names, in the order every report shows them: the scoring summaries
+# withhold the scores of an incomplete run (bench/scoring.py), and `proofcheck score`, `proofcheck metrics` and a
+# run's report.md print the counts and then the scores. One list each, read by all of them.
+VERIFIER_COUNTS = ("n_proofs", "n_trials")
+VERIFIER_SCORES = ("rough_accuracy", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
+                   "first_error_step_accuracy", "first_error_step_accuracy_incorrect", VALID_RATE,
+                   "meta_ver_tpr", "meta_ver_tnr", "meta_ver_bal_f1", "meta_score_mean", "meta_valid_rate")
+PROVER_COUNTS = ("n_problems", "n_submissions", "n_problems_without_submission")
+PROVER_SCORES = ("pessimistic", "pass_any_sample", VALID_RATE)
+RUN_FAILURES = ("generation_failure_rate", "errored_passes")  # a scoring run's own failures (`proofcheck score`)
 # The held-out evaluation's metrics, in the order the reports show them.
 EVAL_METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "discrimination", EVAL_VALID_RATE, "reward_mean",
                 "first_error_step_accuracy", "kpass_bal_f1", "kpass_tpr", "kpass_tnr")

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from proofcheck.app.commands._common import EXIT_USAGE, JSON_HELP, add_command, add_json, fail, print_json
-from proofcheck.metrics import VALID_RATE
+from proofcheck.metrics import PROVER_COUNTS, PROVER_SCORES, VERIFIER_COUNTS, VERIFIER_SCORES
 
 
 def register(sub: Any) -> None:
@@ -69,17 +69,14 @@ def _run(fn, args: argparse.Namespace, title: str, keys: list[str]) -> int:
 def _verifier(args: argparse.Namespace) -> int:
     from proofcheck.bench.file_metrics import verifier_metrics_from_files
 
-    keys = ["n_proofs", "n_trials", "rough_tpr", "rough_tnr", "rough_bal_f1", "balanced_accuracy",
-            "first_error_step_accuracy", "first_error_step_accuracy_incorrect", VALID_RATE,
-            "meta_ver_tpr", "meta_ver_tnr", "meta_ver_bal_f1"]
+    keys = [*VERIFIER_COUNTS, *VERIFIER_SCORES]
     return _run(lambda: verifier_metrics_from_files(args.data, args.outputs), args, "VerifierBench", keys)
 
 
 def _prover(args: argparse.Namespace) -> int:
     from proofcheck.bench.file_metrics import prover_metrics_from_files
 
-    keys = ["n_problems", "n_submissions", "n_problems_without_submission", "pessimistic",
-            "pass_any_sample", VALID_RATE]
+    keys = [*PROVER_COUNTS, *PROVER_SCORES]
     return _run(lambda: prover_metrics_from_files(args.problems, args.submissions, args.outputs, args.passes),
                 args, f"ProverBench (pessimistic, {args.passes} passes)", keys)
 

@@ -28,7 +28,7 @@ from proofcheck.app.commands._common import (
     prompt_style,
     read_judge_template,
 )
-from proofcheck.metrics import VALID_RATE
+from proofcheck.metrics import PROVER_COUNTS, PROVER_SCORES, RUN_FAILURES, VERIFIER_COUNTS, VERIFIER_SCORES
 from proofcheck.protocol import DEFAULT_PROMPT_STYLE
 
 
@@ -172,8 +172,7 @@ def _prover(args: argparse.Namespace) -> int:
         return fail(f"{e} (records so far are kept in {args.out}; rerun with --resume)", EXIT_INCOMPLETE)
     except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
         return fail(str(e))
-    _print(summary, args, ("n_problems", "n_submissions", "pessimistic", "pass_any_sample", VALID_RATE,
-                           "generation_failure_rate", "errored_passes"),
+    _print(summary, args, (*PROVER_COUNTS, *PROVER_SCORES, *RUN_FAILURES),
            f"ProverBench ({args.rule}, {args.passes} passes)")
     return _finish(summary)
 
@@ -259,9 +258,7 @@ def _verifier(args: argparse.Namespace) -> int:
     except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
         return fail(str(e))
     ref = "with reference solution" if args.with_reference else "no reference solution"
-    _print(summary, args, ("n_proofs", "rough_accuracy", "rough_tpr", "rough_tnr", "rough_bal_f1",
-                           "balanced_accuracy", "first_error_step_accuracy", VALID_RATE, "meta_ver_tpr",
-                           "meta_ver_tnr", "meta_ver_bal_f1", "meta_valid_rate"),
+    _print(summary, args, (*VERIFIER_COUNTS, *VERIFIER_SCORES),
            f"VerifierBench ({args.repeats} repeats, {ref}, meta on the benchmark scale 1/.75/.5/0)")
     return _finish(summary)
 
