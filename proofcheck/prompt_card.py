@@ -201,3 +201,66 @@ def generation_defaults(card: dict[str, Any] | None, chat_template_kwargs: dict[
                             f"{max_tokens}: longer passes are cut and count invalid (drop --max-tokens to use "
                             f"{trained_len})")
     return GenerationDefaults(ctk, tokens, warnings)
+
+
+# -- the calibrated k-pass rule (proofcheck.calibration): `proofcheck calibrate` and training's final
+# held-out evaluation write it; `serve --rule card`, `verify --rule card` and `score prover` read it
+
+def read_calibration(model_dir: str | Path) -> dict[str, Any] | None:
+    """The card's `calibration` record, or None (no card, or a card without one)."""
+    path = Path(model_dir) / CARD_FILE
+    try:
+        card = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except ValueError:
+        return None
+    value = card.get("calibration") if isinstance(card, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def write_calibration(model_dir: str | Path, record: dict[str, Any]) -> Path:
+    """Store `record` (`proofcheck.calibration.calibration_record`) in the folder's card, keeping the
+    rest of the card; a folder without a card gets a card holding only the calibration (its other
+    settings stay unknown, so the commands' defaults apply). Returns the card's path."""
+    from proofcheck.io import write_json_atomic
+
+    card_rule({"calibration": record}, str(model_dir))  # refuse to write a record nobody could serve
+    path = Path(model_dir) / CARD_FILE
+    card: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+            card = old if isinstance(old, dict) else {}
+        except ValueError:
+            card = {}
+    card["calibration"] = record
+    write_json_atomic(path, card)
+    return path
+
+
+def card_rule(card: dict[str, Any] | None, where: str = "the model") -> tuple[str, int, str]:
+    """(rule `at_least:t`, passes k, why) that `--rule card` serves: the card's calibrated choice.
+
+    ValueError with the fix when there is none (no card, or a card never calibrated) or it is malformed.
+    """
+    from proofcheck.decision import check_rule
+
+    record = (card or {}).get("calibration")
+    if not isinstance(record, dict):
+        raise ValueError(f"--rule card: {where} has no calibrated rule in its {CARD_FILE}; run `proofcheck calibrate "
+                         "--model DIR --data labelled.jsonl` first (or a GRPO run with a held-out evaluation writes "
+                         "it), or pick a rule: unanimous, majority, any, at_least:T")
+    rule, passes = record.get("rule"), record.get("passes")
+    try:
+        if not isinstance(passes, int) or isinstance(passes, bool):
+            raise ValueError(f"passes {passes!r} is not a whole number")
+        check_rule(str(rule), passes)
+    except ValueError as e:
+        raise ValueError(f"--rule card: {where}'s {CARD_FILE} holds a malformed calibration ({e}); rerun "
+                         "`proofcheck calibrate`, or pick a rule: unanimous, majority, any, at_least:T") from e
+    from proofcheck.calibration import describe
+
+    try:
+        why = describe(record)
+    except (KeyError, TypeError, ValueError):
+        why = str(record.get("reason") or "calibrated")
+    return str(rule), passes, why
