@@ -81,7 +81,12 @@ def write_prover_report(out: Path, summary: dict[str, Any], records: list[dict])
           f"verified, {summary.get('completion_tokens')} completion tokens, "
           f"{summary.get('n_cancelled_passes')} passes cancelled early.", "",
           *_incomplete_note(summary),
-          _table([(k, *(_fmt(s.get(k)) for s in splits.values())) for k in keys], ("metric", *splits)), "",
+          *([f"Beside the pessimistic score (unanimity, the paper's): `calibrated_score`, the rule calibrated for "
+             f"this verifier and stored in its model card, {summary['calibrated_rule']}.", ""]
+            if summary.get("calibrated_rule") else []),
+          _table([(k, *(_fmt(s.get(k)) for s in splits.values()))
+                  for k in (*keys, *(("calibrated_score",) if summary.get("calibrated_rule") else ()))],
+                 ("metric", *splits)), "",
           "## By subject", "",
           _table([(name, _fmt(s["n_problems"]), _fmt(s["pessimistic"]), _fmt(s["pass_any_sample"]))
                   for name, s in subjects.items()], ("subject", "problems", "pessimistic", "pass_any_sample")), "",

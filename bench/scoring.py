@@ -142,9 +142,12 @@ async def _run_all(items: list[Any], work: Callable[[Any], Awaitable[dict]], run
 
 def prover_manifest(problems: str, submissions: str, table: dict[str, tuple[str, str]], verifier_id: str,
                     passes: int, rule: str, max_tokens: int, seed: int | None, n_submissions: int = 0,
-                    prompt_hash: str | None = None) -> dict[str, Any]:
-    """What a prover run measures; `problems` (id -> [domain, subject]) lets records alone be summarised."""
-    return {"kind": "prover", "problems_sha256": file_sha256(problems), "submissions_sha256": file_sha256(submissions),
+                    prompt_hash: str | None = None, calibrated: tuple[str, int] | None = None) -> dict[str, Any]:
+    """What a prover run measures; `problems` (id -> [domain, subject]) lets records alone be summarised;
+    `calibrated` (rule, k): the model card's calibrated rule, scored beside the pessimistic one."""
+    extra = {} if calibrated is None else {"calibrated": {"rule": calibrated[0], "passes": calibrated[1]}}
+    return {**extra, "kind": "prover", "problems_sha256": file_sha256(problems),
+            "submissions_sha256": file_sha256(submissions),
             "verifier": verifier_id, "passes": passes, "rule": rule, "max_tokens": max_tokens, "seed": seed,
             "expected_records": n_submissions, "prompt_sha256": prompt_hash or prompt_sha256(),
             "problems": {k: list(v) for k, v in sorted(table.items())}}
@@ -162,10 +165,27 @@ def load_prover_inputs(problems: str, submissions: str) -> tuple[dict, list]:
     return probs, subs
 
 
+def _needs_more(rule: str, k: int) -> bool:
+    """True when `rule` cannot decide k passes (at_least:T with T > k)."""
+    from proofcheck.decision import threshold
+
+    try:
+        threshold(rule, k)
+    except ValueError:
+        return True
+    return False
+
+
 def score_prover(problems: str, submissions: str, verifier: Verifier, verifier_id: str, out: str | Path, *,
                  passes: int = 8, rule: str = "unanimous", concurrency: int = 4, resume: bool = False,
-                 max_tokens: int = 1024, seed: int | None = None, prompt_hash: str | None = None) -> dict[str, Any]:
+                 max_tokens: int = 1024, seed: int | None = None, prompt_hash: str | None = None,
+                 calibrated: tuple[str, int] | None = None) -> dict[str, Any]:
     """Verify every submitted proof with `passes` passes; write records, summary, report, plots.
+
+    `calibrated` (rule, k): the verifier's calibrated rule (its model card): each proof then gets
+    max(passes, k) passes, all of them (no early stop, so both rules see the same passes), and the
+    summary gives `calibrated_score` (the rule over the first k passes) beside `pessimistic`
+    (unanimity over the first `passes`).
 
     `prompt_hash` is `proofcheck.protocol.prompt_sha256` of the verifier prompt (a resume refuses
     another prompt); default: our built-in prompt.
@@ -173,7 +193,8 @@ def score_prover(problems: str, submissions: str, verifier: Verifier, verifier_i
     probs, subs = load_prover_inputs(problems, submissions)
     table = {k: (v.domain, v.subject) for k, v in probs.items()}
     run = RunDir(out, prover_manifest(problems, submissions, table, verifier_id, passes, rule, max_tokens, seed,
-                                      len(subs), prompt_hash), ("proof_id",), resume)
+                                      len(subs), prompt_hash, calibrated), ("proof_id",), resume)
+    n, every = (passes, False) if calibrated is None else (max(passes, calibrated[1]), True)
     t0 = time.perf_counter()
 
     async def work(s: Any) -> dict:
@@ -188,13 +209,16 @@ def score_prover(problems: str, submissions: str, verifier: Verifier, verifier_i
             return {**base, "n_steps": 0, "failed": True, "failure": "generation failed", "verifier_trials": []}
         old = run.errored.get((s.proof_id,))
         if old is None:
-            res = await verifier.verify(p.problem, steps, p.reference_solution, passes=passes, rule=rule, seed=seed)
+            res = await verifier.verify(p.problem, steps, p.reference_solution, passes=n, rule=rule, seed=seed,
+                                        all_passes=every)
             trials = [trial_entry(x, res.latency_s) for x in res.passes]
         else:  # a resume: re-run exactly the passes that got an endpoint error
-            res = await verifier.verify(p.problem, steps, p.reference_solution, passes=errored_passes(old),
-                                        rule=rule, seed=seed)
+            again = errored_passes(old)  # fewer passes than the rule may need: then run them all, any rule decides
+            whole = every or _needs_more(rule, again)
+            res = await verifier.verify(p.problem, steps, p.reference_solution, passes=again,
+                                        rule="any" if whole else rule, seed=seed, all_passes=whole)
             trials = merge_retried(old["verifier_trials"], [trial_entry(x, res.latency_s) for x in res.passes])
-        decision = decide([reparse(t, len(steps)).outcome for t in trials], rule)
+        decision = decide([reparse(t, len(steps)).outcome for t in trials][:passes], rule)
         return {**base, "n_steps": len(steps), "failed": False, "decision": decision, "verifier_trials": trials,
                 "prompt_tokens": res.prompt_tokens, "latency_s": res.latency_s + (old or {}).get("latency_s", 0.0)}
 
@@ -225,14 +249,28 @@ def summarise_prover_records(records: list[dict], manifest: dict[str, Any]) -> d
         latency += r.get("latency_s", 0.0)
         n_passes += len(passes)
         cancelled += outcomes.count("cancelled")
+    k = manifest.get("passes")
+    if k:  # with a calibrated rule a proof has more passes than the pessimistic score reads
+        items = [SubmissionPasses(s.problem_id, s.sample, s.outcomes[:k]) for s in items]
     m = prover_metrics(problems, items)
+    if cal := manifest.get("calibrated"):
+        cal_items = [SubmissionPasses(r["problem_id"], r["sample"], [reparse(t, r["n_steps"]).outcome for t in
+                                                                    r["verifier_trials"]][:cal["passes"]], cal["rule"])
+                     for r in records]
+        cm = prover_metrics(problems, cal_items)
+        m["calibrated_rule"] = f"{cal['rule']} of {cal['passes']} passes"
+        m["calibrated_score"] = cm["pessimistic"]
+        for section in ("splits", "subjects"):
+            for name, split in m[section].items():
+                split["calibrated_score"] = cm[section][name]["pessimistic"]
     m.update(rule=rule, passes=manifest.get("passes"), n_records=len(records), completion_tokens=tokens,
              verification_time_s=latency, n_passes=n_passes, n_cancelled_passes=cancelled,
              verifier=manifest.get("verifier"),
              generation_failure_rate=(sum(bool(r.get("failed")) for r in records) / len(records)) if records else None)
     m.update(completeness(records, manifest.get("expected_records"),
                           problems_without_submission=m["n_problems_without_submission"]))
-    return withhold_incomplete(m, records, PROVER_SCORES, {"splits": "domain", "subjects": "subject"})
+    return withhold_incomplete(m, records, (*PROVER_SCORES, "calibrated_score"),
+                               {"splits": "domain", "subjects": "subject"})
 
 
 # ---------------------------------------------------------------- VerifierBench

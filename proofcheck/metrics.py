@@ -204,10 +204,13 @@ class SubmissionPasses:
     problem_id: str
     sample: int
     outcomes: list[str]
+    rule: str = "unanimous"  # the decision that counts the proof correct (ProverBench's: unanimous)
 
     @property
     def correct(self) -> bool:
-        return bool(self.outcomes) and all(o == "accept" for o in self.outcomes)
+        from proofcheck.decision import decide
+
+        return bool(self.outcomes) and decide(self.outcomes, self.rule) == "accept"
 
 
 def _prover_split(problem_ids: list[str], by_problem: dict[str, list[SubmissionPasses]]) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proofcheck.protocol import DEFAULT_PROMPT_STYLE
 from proofcheck.verification import VerificationResult
@@ -25,11 +25,20 @@ class VerifyRequest(BaseModel):
     steps: list[str] | None = Field(None, description="the proof as a list of steps (index 0 first)")
     reference_solution: str | None = Field(None, description="optional reference solution shown to the verifier")
     passes: int | None = Field(None, ge=1, le=MAX_PASSES, description="k passes (default: the server's --passes)")
-    rule: Literal["unanimous", "majority", "any"] | None = Field(None, description="decision rule (server default)")
+    rule: str | None = Field(None, description="decision rule: unanimous, majority, any, at_least:T (accept iff at "
+                             "least T of the k passes accept), or card (the model's calibrated rule); default: "
+                             "the server's --rule")
     all_passes: bool = Field(False, description="run all k passes even when the decision is fixed early")
     seed: int | None = Field(None, description="sampling seed (pass i uses seed + i)")
     model: str | None = Field(None, description="served model or LoRA adapter name (server default)")
     max_tokens: int | None = Field(None, ge=1, description="max tokens per pass, at most the server's --max-tokens")
+
+    @field_validator("rule")
+    @classmethod
+    def _rule(cls, value: str | None) -> str | None:
+        from proofcheck.decision import check_rule_name
+
+        return None if value is None else check_rule_name(value, allow_card=True)  # T against k: the service
 
     @model_validator(mode="after")
     def _one_proof(self) -> VerifyRequest:
@@ -123,6 +132,13 @@ class Health(BaseModel):
     # the chat template options every prompt is rendered with: by default those in the model's
     # proofcheck_prompt.json (what it was trained with); `proofcheck serve --chat-template-kwargs` overrides them
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # where `rule` (and `passes`) come from: "default" (the paper's unanimous), "flag" (--rule), or "card" (the
+    # rule calibrated for the model, stored in its proofcheck_prompt.json: `proofcheck serve --rule card`)
+    rule_source: Literal["default", "flag", "card"] = "default"
+    rule_reason: str = "the paper's pessimistic rule: accept only if every pass accepts"
+    # the model card's calibrated rule {rule, passes, reason} whether served or not; requests may ask for it
+    # with rule "card"; None when the card has none
+    card_rule: dict[str, Any] | None = None
 
 
 class ErrorDetail(BaseModel):

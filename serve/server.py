@@ -5,7 +5,10 @@ The engine is vLLM in-process (`--model`, optional `--lora name=path`, engine ar
 through) or a remote vLLM OpenAI-compatible server (`--endpoint` + `--endpoint-model`).
 A model folder's `proofcheck_prompt.json` (the adapter's first) sets what the flags leave unset: the
 prompt style, the chat template options and the tokens per pass it was trained with, and an engine
-context long enough for them (`proofcheck.prompt_card.generation_defaults`).
+context long enough for them (`proofcheck.prompt_card.generation_defaults`). Fronting `--endpoint`,
+`--card DIR` names the served model's folder, whose card applies the same way.
+The decision rule: `--rule` (default unanimous, the paper's), or `--rule card`, the rule calibrated for
+the model and stored in its card (`resolve_rule`); `GET /health` says which rule is served and why.
 Shutdown (SIGINT/SIGTERM) is graceful: uvicorn stops accepting connections and waits for the
 open requests, then the app's lifespan drains the service and closes the engine.
 """
@@ -50,8 +53,9 @@ class ServeConfig:
     endpoint: str | None = None
     endpoint_model: str | None = None
     endpoint_api_key: str | None = None
-    passes: int = DEFAULT_PASSES
-    rule: str = DEFAULT_RULE
+    passes: int | None = None  # None: the card's k under --rule card, else 8
+    rule: str = DEFAULT_RULE  # any proofcheck.decision rule, or "card"
+    card: str | None = None  # with --endpoint: the served model's folder, whose proofcheck_prompt.json applies
     temperature: float = 1.0
     max_tokens: int | None = None  # None: the card's max_completion_length, else 1024
     max_model_len: int | None = None  # None: room for a prompt and max_tokens, at least 4096
@@ -76,6 +80,9 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if (self.model is None) == (self.endpoint is None):
             raise ValueError("give --model PATH (start vLLM in-process) or --endpoint URL (front a vLLM server)")
+        if self.card is not None and self.model is not None:
+            raise ValueError("--card names the served model's folder when fronting --endpoint; with --model the "
+                             "service reads the model folder's own card: drop --card")
         if self.endpoint is not None and (self.lora or self.engine_args):
             raise ValueError("--lora and engine arguments apply to an in-process engine; with --endpoint, start "
                              "the vLLM server with --enable-lora --lora-modules NAME=PATH and pass --endpoint-model")
@@ -96,11 +103,65 @@ def served_style(cfg: ServeConfig, card: dict[str, Any] | None) -> str:
 def served_card(cfg: ServeConfig) -> dict[str, Any] | None:
     """The served weights' card: the adapter's first (requests use it), else the model folder's; None
     when fronting an endpoint or for weights not trained by proofcheck."""
-    if not cfg.model:
-        return None
-    from proofcheck.prompt_card import weights_card
+    from proofcheck.prompt_card import read_prompt_card, weights_card
 
+    if not cfg.model:
+        return read_prompt_card(cfg.card) if cfg.card else None
     return weights_card(cfg.model, cfg.adapter)
+
+
+def served_calibration(cfg: ServeConfig) -> dict[str, Any] | None:
+    """The calibration record in the served weights' card (the adapter's first, as `served_card`), or None."""
+    from proofcheck.prompt_card import read_calibration
+
+    folders = [cfg.adapter, cfg.model] if cfg.model else [cfg.card]
+    return next((c for f in folders if f and (c := read_calibration(f)) is not None), None)
+
+
+@dataclass
+class ServedRule:
+    """What the service decides with, and why (`GET /health`)."""
+
+    rule: str
+    passes: int
+    source: str  # default | flag | card
+    reason: str
+    card_rule: tuple[str, int, str] | None  # the card's calibrated rule, served or not
+
+
+def resolve_rule(cfg: ServeConfig) -> ServedRule:
+    """The rule and k the service serves: `--rule card` the card's calibrated choice (its k unless
+    `--passes` says the same), else `--rule` with `--passes` (default 8). ValueError with the fix for
+    a rule that cannot decide k passes, or `--rule card` without a calibrated card."""
+    import sys
+
+    from proofcheck.decision import CARD_RULE, check_rule, check_rule_name
+    from proofcheck.prompt_card import card_rule
+
+    check_rule_name(cfg.rule, allow_card=True)
+    where = cfg.adapter or cfg.model or cfg.card or "the endpoint's model (name its folder with --card DIR)"
+    record = served_calibration(cfg)
+    calibrated = None
+    if record is not None or cfg.rule == CARD_RULE:
+        try:
+            calibrated = card_rule({"calibration": record} if record is not None else None, where)
+        except ValueError:
+            if cfg.rule == CARD_RULE:
+                raise
+            print(f"warning: {where}: its card's calibration is malformed and is ignored", file=sys.stderr)
+    if cfg.rule == CARD_RULE:
+        assert calibrated is not None
+        rule, k, why = calibrated
+        if cfg.passes is not None and cfg.passes != k:
+            raise ValueError(f"--passes {cfg.passes}: the card's rule is {rule} of {k} passes; drop --passes, or "
+                             f"name a rule for {cfg.passes} passes (e.g. --rule at_least:T)")
+        return ServedRule(rule, k, "card", f"calibrated for this model (--rule card): {why}", calibrated)
+    k = cfg.passes or DEFAULT_PASSES
+    check_rule(cfg.rule, k)
+    if cfg.rule == DEFAULT_RULE:
+        return ServedRule(cfg.rule, k, "default", "the paper's pessimistic rule (the default): accept only if "
+                          f"all {k} passes accept", calibrated)
+    return ServedRule(cfg.rule, k, "flag", f"--rule {cfg.rule} of {k} passes", calibrated)
 
 
 def served_generation(cfg: ServeConfig, card: dict[str, Any] | None, warn: bool = True) -> tuple[Any, int]:
@@ -125,6 +186,7 @@ def check_config(cfg: ServeConfig) -> None:
     """Raise ValueError (with the fix) for settings that contradict each other or the model's card,
     before an engine starts."""
     served_generation(cfg, served_card(cfg), warn=False)
+    resolve_rule(cfg)
 
 
 def build_service(cfg: ServeConfig) -> Any:
@@ -133,6 +195,7 @@ def build_service(cfg: ServeConfig) -> Any:
     from proofcheck.serve.verifier import Verifier, first_model
 
     card = served_card(cfg)
+    served = resolve_rule(cfg)
     style = served_style(cfg, card)
     gen, model_len = served_generation(cfg, card)
     if cfg.endpoint is not None:
@@ -149,11 +212,12 @@ def build_service(cfg: ServeConfig) -> Any:
                                  served_name=cfg.served_model_name,
                                  chat_template_kwargs=gen.chat_template_kwargs, **cfg.engine_args)
         kind, names, default = "in-process", engine.model_names(), engine.default_model
-    verifier = Verifier(engine, passes=cfg.passes, rule=cfg.rule, temperature=cfg.temperature, constrain=cfg.constrain,
+    verifier = Verifier(engine, passes=served.passes, rule=served.rule, temperature=cfg.temperature, constrain=cfg.constrain,
                         max_tokens=gen.max_tokens, model=default, prompt_style=style)
     return VerificationService(verifier, engine_kind=kind, model_names=names, max_queue=cfg.max_queue,
                                max_proof_chars=cfg.max_proof_chars, max_tokens=gen.max_tokens,
-                               trained_with_reference=card["with_reference"] if card else None)
+                               trained_with_reference=card["with_reference"] if card else None,
+                               card_rule=served.card_rule, rule_source=served.source, rule_reason=served.reason)
 
 
 class ServerThread:
@@ -229,7 +293,7 @@ def run_server(cfg: ServeConfig) -> None:
     service = build_service(cfg)
     app = create_app(service, api_key=cfg.api_key, drain_timeout_s=cfg.drain_timeout_s)
     print(f"proofcheck serve: {service.engine_kind} engine, model {service.default_model}, "
-          f"{cfg.passes} passes ({cfg.rule}), up to {service.max_tokens} tokens a pass, on "
+          f"{service.verifier.passes} passes ({service.verifier.rule}: {service.rule_reason}), up to {service.max_tokens} tokens a pass, on "
           f"http://{cfg.host}:{cfg.port}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level,
                                            timeout_graceful_shutdown=int(cfg.drain_timeout_s)))

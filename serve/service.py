@@ -5,7 +5,9 @@ layer only parses and routes; every rule about what is accepted lives here:
 - size: a proof (or problem / reference) longer than `max_proof_chars` is a 413;
 - load: at most `max_queue` verifications in flight (a batch takes one slot per item); beyond
   that a 429 with `Retry-After`, so clients back off instead of piling up;
-- shutdown: `drain()` stops admitting (503) and waits until the in-flight work is answered.
+- shutdown: `drain()` stops admitting (503) and waits until the in-flight work is answered;
+- rule: a request's `rule` (and `passes`) must decide its passes (`at_least:T` with T <= k), and
+  `card` is the served model's calibrated rule with its k; else a 422 with the reason and the fix.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import time
 from typing import Any
 
+from proofcheck.decision import CARD_RULE, check_rule
 from proofcheck.protocol import DEFAULT_PROMPT_STYLE, ProofFormatError, split_steps
 from proofcheck.serve.schemas import BatchRequest, BatchResponse, Health, VerifyRequest, VerifyResponse
 from proofcheck.serve.verifier import SERVICE_NAME, Verifier
@@ -61,7 +64,8 @@ class VerificationService:
 
     def __init__(self, verifier: Verifier, *, engine_kind: str, model_names: list[str], max_queue: int = 64,
                  max_proof_chars: int = 100_000, max_tokens: int | None = None,
-                 trained_with_reference: bool | None = None):
+                 trained_with_reference: bool | None = None, card_rule: tuple[str, int, str] | None = None,
+                 rule_source: str = "default", rule_reason: str | None = None):
         if max_queue < 1:
             raise ValueError(f"max_queue must be >= 1, got {max_queue}")
         self.verifier = verifier
@@ -71,6 +75,9 @@ class VerificationService:
         self.max_proof_chars = max_proof_chars
         self.max_tokens = max_tokens or verifier.max_tokens
         self.trained_with_reference = trained_with_reference  # from the model's proofcheck_prompt.json
+        self.card_rule = card_rule  # (at_least:T, k, why) calibrated in the model's card, or None
+        self.rule_source = rule_source  # default | flag | card: where the service's own rule came from
+        self.rule_reason = rule_reason
         self.metrics = ServiceMetrics()
         self.in_flight = 0
         self.draining = False
@@ -88,7 +95,11 @@ class VerificationService:
                       max_queue=self.max_queue, trained_with_reference=self.trained_with_reference,
                       prompt_style=getattr(self.verifier, "prompt_style", DEFAULT_PROMPT_STYLE),
                       chat_template_kwargs=getattr(getattr(self.verifier, "engine", None), "chat_template_kwargs",
-                                                   None) or {})
+                                                   None) or {},
+                      rule_source=self.rule_source,
+                      **({"rule_reason": self.rule_reason} if self.rule_reason else {}),
+                      card_rule=None if self.card_rule is None else dict(zip(("rule", "passes", "reason"),
+                                                                               self.card_rule, strict=True)))
 
     # -- admission -------------------------------------------------------------------------
     def _admit(self, slots: int) -> None:
@@ -114,8 +125,32 @@ class VerificationService:
             self._idle.set()
 
     # -- checks ---------------------------------------------------------------------------
+    def _rule(self, req: VerifyRequest, where: str = "") -> tuple[int, str]:
+        """(k, rule) the request runs with: its own, else the service's; `card` the model's calibrated
+        rule and its k. A rule that cannot decide k passes is a 422 with the fix."""
+        k, rule = req.passes, req.rule or self.verifier.rule
+        if rule == CARD_RULE:
+            if self.card_rule is None:
+                raise ServiceError(422, f"{where}rule: 'card' asks for the model's calibrated rule, and its "
+                                   "proofcheck_prompt.json has none (run `proofcheck calibrate` on the model, then "
+                                   "restart the service); use unanimous, majority, any or at_least:T",
+                                   "invalid_request_error", "bad_rule")
+            rule, card_k = self.card_rule[0], self.card_rule[1]
+            if k is not None and k != card_k:
+                raise ServiceError(422, f"{where}passes: the card's rule is {rule} of {card_k} passes, this request "
+                                   f"asks {k}; drop passes (or send {card_k}), or name the rule: at_least:T with "
+                                   f"T <= {k}", "invalid_request_error", "bad_rule")
+            k = card_k
+        k = k or self.verifier.passes
+        try:
+            check_rule(rule, k)
+        except ValueError as e:
+            raise ServiceError(422, f"{where}rule: {e}", "invalid_request_error", "bad_rule") from e
+        return k, rule
+
     def _check(self, req: VerifyRequest, where: str = "") -> list[str]:
-        """Size and model checks; the proof's steps."""
+        """Size, model and rule checks; the proof's steps."""
+        self._rule(req, where)
         for name, size in (("proof" if req.proof is not None else "steps", req.proof_chars()),
                            ("problem", len(req.problem)), ("reference_solution", len(req.reference_solution or ""))):
             if size > self.max_proof_chars:
@@ -137,8 +172,9 @@ class VerificationService:
     # -- work -----------------------------------------------------------------------------
     async def _run(self, req: VerifyRequest, steps: list[str]) -> VerifyResponse:
         t0 = time.perf_counter()
-        result = await self.verifier.verify(req.problem, steps, req.reference_solution, passes=req.passes,
-                                            rule=req.rule, all_passes=req.all_passes, seed=req.seed,
+        k, rule = self._rule(req)
+        result = await self.verifier.verify(req.problem, steps, req.reference_solution, passes=k,
+                                            rule=rule, all_passes=req.all_passes, seed=req.seed,
                                             model=req.model, max_tokens=req.max_tokens)
         m = self.metrics
         m.latency.observe(time.perf_counter() - t0)

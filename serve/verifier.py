@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from proofcheck.decision import RULES, is_decided
+from proofcheck.decision import CARD_RULE, check_rule, is_decided
 from proofcheck.protocol import (
     DEFAULT_PROMPT_STYLE,
     answer_regex,
@@ -72,11 +72,13 @@ def assemble(gen: Generation, n_steps: int, rule: str, latency_s: float) -> Veri
 
 
 def check_request(steps: list[str], passes: int, rule: str) -> None:
-    """Raise ValueError (naming the field) for arguments no engine should see."""
-    if rule not in RULES:
-        raise ValueError(f"rule: unknown rule {rule!r}; choose one of {', '.join(RULES)}")
+    """Raise ValueError (naming the field, with the fix) for arguments no engine should see."""
     if passes < 1:
         raise ValueError(f"passes: must be >= 1, got {passes}")
+    try:
+        check_rule(rule, passes)
+    except ValueError as e:
+        raise ValueError(f"rule: {e}") from e
     if not steps or not all(isinstance(s, str) and s.strip() for s in steps):
         raise ValueError("steps: the proof needs at least one step and every step must be non-empty text")
 
@@ -128,13 +130,16 @@ class Verifier:
 class ServiceVerifier:
     """The same `verify` interface over our HTTP service (`POST /v1/verify`).
 
+    `rule="card"` asks for the service's calibrated rule (its model's card); `passes=None` then
+    takes the card's k.
+
     A service that stays unreachable after the client's bounded retries, or refuses one request
     (e.g. a prompt too long), yields a result whose passes are all "error" passes (status and
     message kept): never a verdict. A 401/403/404 raises `EndpointStop` with the fix.
     """
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 600.0,
-                 retry: RetryPolicy | None = None, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
+                 retry: RetryPolicy | None = None, passes: int | None = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
                  model: str | None = None, max_tokens: int | None = None):
         from proofcheck.serve.client import AsyncVerifyClient
 
@@ -148,7 +153,11 @@ class ServiceVerifier:
         from proofcheck.serve.client import VerifyAPIError, result_from_response
 
         k, rule = passes or self.passes, rule or self.rule
-        check_request(steps, k, rule)
+        if rule == CARD_RULE:  # the service resolves it from its model's card (passes None: the card's)
+            check_request(steps, k or 1, "any")
+        else:
+            k = k or DEFAULT_PASSES
+            check_request(steps, k, rule)
         t0 = time.perf_counter()
         try:
             body = await self.client.verify(problem, steps=steps, reference_solution=reference, passes=k, rule=rule,
@@ -160,8 +169,8 @@ class ServiceVerifier:
 
             if classify(e.status, str(e)) in ("auth", "not_found"):
                 raise EndpointStop(EndpointError(str(e), e.status), self.client.url, model or self.model) from e
-            failed = [error_pass(str(e), e.status) for _ in range(k)]
-            return summarise(failed, rule, latency_s=time.perf_counter() - t0)
+            failed = [error_pass(str(e), e.status) for _ in range(k or DEFAULT_PASSES)]
+            return summarise(failed, "unanimous" if rule == CARD_RULE else rule, latency_s=time.perf_counter() - t0)
         return result_from_response(body)
 
     async def aclose(self) -> None:
@@ -237,7 +246,7 @@ def check_service_settings(endpoint: str, health: dict[str, Any], prompt_style: 
 
 
 def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind: str = "auto",
-                  api_key: str | None = None, passes: int = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
+                  api_key: str | None = None, passes: int | None = DEFAULT_PASSES, rule: str = DEFAULT_RULE,
                   temperature: float = 1.0, max_tokens: int | None = None, timeout_s: float = 600.0,
                   retry: RetryPolicy | None = None, lora: tuple[str, str] | None = None,
                   prompt_template: str | None = None, constrain: str | None = None,
@@ -259,7 +268,9 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     template's switches (Qwen3: `{"enable_thinking": True}`) on every prompt; a service applies the
     ones it was started with (`proofcheck serve --chat-template-kwargs`). `prompt_style` is our
     prompt's style (`proofcheck.protocol.PROMPT_STYLES`; None = "full"); a service renders its own,
-    reported in `GET /health`, and refuses a different one. `max_tokens` is per pass: default
+    reported in `GET /health`, and refuses a different one. `rule` is any `proofcheck.decision` rule
+    (`at_least:T` included); `rule="card"` only for our service, which resolves it from its model's card
+    (`passes=None`: the card's k; elsewhere None means 8). `max_tokens` is per pass: default
     1024, or a service's own `--max-tokens` (a larger one than the service allows is refused here,
     before any proof is sent).
     """
@@ -269,7 +280,7 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
         from proofcheck.serve.inprocess import InProcessEngine
 
         return Verifier(InProcessEngine(model, lora=lora, chat_template_kwargs=chat_template_kwargs, **engine_args),
-                        passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
+                        passes=passes or DEFAULT_PASSES, rule=rule, temperature=temperature, max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
                         prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or DEFAULT_PROMPT_STYLE)
     health = service_health(endpoint, api_key=api_key) if kind in ("auto", "service") else None
     if kind == "auto":  # the one GET /health tells the kind and, for our service, its settings
@@ -291,5 +302,5 @@ def make_verifier(endpoint: str | None = None, model: str | None = None, *, kind
     name = model or first_model(endpoint, api_key=api_key)
     engine = RemoteEngine(endpoint, name, api_key=api_key, timeout_s=timeout_s, retry=retry,
                           chat_template_kwargs=chat_template_kwargs)
-    return Verifier(engine, passes=passes, rule=rule, temperature=temperature, max_tokens=max_tokens or DEFAULT_MAX_TOKENS,
-                    prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or DEFAULT_PROMPT_STYLE)
+    return Verifier(engine, passes=passes or DEFAULT_PASSES, rule=rule, temperature=temperature,
+                    max_tokens=max_tokens or DEFAULT_MAX_TOKENS, prompt_template=prompt_template, constrain=constrain, prompt_style=prompt_style or DEFAULT_PROMPT_STYLE)

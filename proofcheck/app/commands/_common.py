@@ -119,6 +119,10 @@ ENDPOINT_MODEL_HELP = "the model's name at --endpoint, as that server serves it"
 ENDPOINT_KEY_HELP = "environment variable holding the API key sent to --endpoint (must be set)"
 REQUIRE_KEY_HELP = "environment variable holding the key clients must send ('Authorization: Bearer $VAR')"
 JSON_HELP = "print the summary as JSON on stdout (logs go to stderr)"
+RULE_HELP = ("k-pass decision rule: unanimous (the paper's, the default: accept iff all k passes are valid "
+             "accepts), majority, any, or at_least:T (accept iff at least T of the k passes accept)")
+CARD_RULE_HELP = (", or card (the rule calibrated for the model by `proofcheck calibrate` or training, with its k, "
+                  "from its proofcheck_prompt.json)")
 
 
 def add_json(p: argparse.ArgumentParser) -> None:

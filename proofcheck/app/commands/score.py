@@ -12,6 +12,7 @@ from proofcheck.app.commands._common import (
     EXIT_USAGE,
     MAX_TOKENS_CLIENT_HELP,
     MODEL_HELP,
+    RULE_HELP,
     UsageError,
     add_chat_template_kwargs,
     add_command,
@@ -60,8 +61,9 @@ def register(sub: Any) -> None:
     pr.add_argument("--problems", required=True, help="problems JSONL (AdvancedMathBench format)")
     pr.add_argument("--submissions", required=True, help="submissions JSONL ({problem_id, sample, proof|steps})")
     pr.add_argument("--passes", type=int, default=8, help="verifier passes per proof")
-    pr.add_argument("--rule", choices=("unanimous", "majority", "any"), default="unanimous",
-                    help="decision rule (unanimous stops a proof's passes at the first reject)")
+    pr.add_argument("--rule", metavar="RULE", default="unanimous", help=RULE_HELP + "; the records' decision. The "
+                    "pessimistic score is unanimity's whatever the rule, and a model card's calibrated rule is "
+                    "scored beside it (calibrated_score)")
     _add_verifier_args(pr)
     pr.set_defaults(handler=_prover)
     v = add_command(ssub, "verifier", "Run the verifier R times on every annotated proof; rough and meta Balanced F1, "
@@ -161,20 +163,56 @@ def _prover(args: argparse.Namespace) -> int:
     from proofcheck.rundir import RunDirError
 
     try:
+        calibrated = _prover_rules(args)
+    except ValueError as e:
+        return fail(str(e), EXIT_USAGE)
+    try:
         template, phash = _template(args, style)
         verifier, verifier_id = _make_verifier(args, template, style, card)
         summary = score_prover(args.problems, args.submissions, verifier, verifier_id, args.out,
                                passes=args.passes, rule=args.rule, concurrency=args.concurrency, resume=args.resume,
-                               max_tokens=verifier.max_tokens, seed=args.seed, prompt_hash=phash)
+                               max_tokens=verifier.max_tokens, seed=args.seed, prompt_hash=phash,
+                               calibrated=calibrated)
     except UsageError as e:
         return fail(str(e), EXIT_USAGE)
     except EndpointStop as e:
         return fail(f"{e} (records so far are kept in {args.out}; rerun with --resume)", EXIT_INCOMPLETE)
     except (DataError, RunDirError, FileNotFoundError, ValueError) as e:
         return fail(str(e))
-    _print(summary, args, (*PROVER_COUNTS, *PROVER_SCORES, *RUN_FAILURES),
-           f"ProverBench ({args.rule}, {args.passes} passes)")
+    cal = ("calibrated_score",) if calibrated else ()
+    _print(summary, args, (*PROVER_COUNTS, *PROVER_SCORES, *cal, *RUN_FAILURES),
+           f"ProverBench ({args.rule}, {args.passes} passes"
+           + (f"; calibrated_score: {summary.get('calibrated_rule')}, from the model card)" if calibrated else ")"))
     return _finish(summary)
+
+
+def _prover_rules(args: argparse.Namespace) -> tuple[str, int] | None:
+    """Check `--rule` against `--passes`; the verifier's calibrated (rule, k) from its model card (a local
+    folder's, or what a proofcheck service reports in GET /health), None when it has none."""
+    from proofcheck.decision import CARD_RULE, check_rule, check_rule_name
+
+    if args.rule == CARD_RULE:
+        raise ValueError("score prover: --rule card is not needed: the pessimistic score (unanimity) is always "
+                         "reported, and the model card's calibrated rule beside it (calibrated_score); drop --rule, "
+                         "or name a rule: unanimous, majority, any, at_least:T")
+    check_rule_name(args.rule)
+    check_rule(args.rule, args.passes)
+    if args.model:
+        from proofcheck.prompt_card import card_rule, read_calibration
+
+        record = read_calibration(args.model)
+        if record is None:
+            return None
+        try:
+            rule, k, _ = card_rule({"calibration": record}, args.model)
+        except ValueError as e:
+            print(f"warning: {e}; scoring the pessimistic rule alone", file=sys.stderr)
+            return None
+        return rule, k
+    from proofcheck.serve.verifier import service_health
+
+    got = (service_health(args.endpoint) or {}).get("card_rule")
+    return (str(got["rule"]), int(got["passes"])) if isinstance(got, dict) else None
 
 
 def _served_prompt_card(endpoint: str) -> dict | None:

@@ -12,11 +12,13 @@ from typing import Any
 
 from proofcheck.app.commands._common import (
     CARD_DEFAULT,
+    CARD_RULE_HELP,
     ENDPOINT_MODEL_HELP,
     EXIT_USAGE,
     MAX_TOKENS_CLIENT_HELP,
     MODEL_HELP,
     REQUIRE_KEY_HELP,
+    RULE_HELP,
     add_chat_template_kwargs,
     add_command,
     add_deprecated,
@@ -29,8 +31,6 @@ from proofcheck.app.commands._common import (
     prompt_style,
 )
 
-RULE_CHOICES = ("unanimous", "majority", "any")
-
 SERVE_DESCRIPTION = """\
 Serve the verifier over HTTP: POST /v1/verify (k passes, pessimistic decision), POST /v1/verify/batch,
 GET /health, GET /metrics.
@@ -40,14 +40,19 @@ the prompt style, the chat template options (e.g. Qwen3's enable_thinking) and t
 it was trained with. --prompt-style, --chat-template-kwargs and --max-tokens default to them (and
 --max-model-len to room for them), so a thinking verifier trained at 8192 tokens is served at 8192
 with thinking on. An explicit flag wins; a --max-tokens below the card's, or other template
-options, is warned about. GET /health reports what the service applies."""
+options, is warned about. GET /health reports what the service applies.
+
+The decision rule is unanimous (the paper's pessimistic verification) unless --rule says otherwise:
+--rule at_least:T accepts with T accepts of the k passes; --rule card serves the rule calibrated for
+the model (`proofcheck calibrate`, or a GRPO run's final held-out evaluation) with its k, and GET
+/health says which rule is served and why (rule, rule_source, rule_reason, card_rule)."""
 
 
 def _add_verify_options(p: argparse.ArgumentParser, client: bool = False) -> None:
     """The pass settings `serve` starts with (its defaults and limits) and `verify` asks for (`client`)."""
-    p.add_argument("--passes", type=int, default=8, help="verifier passes per proof (k)")
-    p.add_argument("--rule", choices=RULE_CHOICES, default="unanimous",
-                   help="decision rule: unanimous = accept iff all k passes are valid accepts")
+    p.add_argument("--passes", type=int, default=None, help="verifier passes per proof (k; default: the card's k "
+                   "with --rule card, else 8)")
+    p.add_argument("--rule", metavar="RULE", default="unanimous", help=RULE_HELP + CARD_RULE_HELP)
     if client:
         p.add_argument("--max-tokens", type=int, default=None, help=MAX_TOKENS_CLIENT_HELP)
     else:
@@ -82,6 +87,8 @@ def register(sub: Any) -> None:
     s.add_argument("--endpoint-model", metavar="NAME", help=f"{ENDPOINT_MODEL_HELP} (default: the first it lists)")
     s.add_argument("--endpoint-api-key-env", metavar="VAR", help="environment variable holding the API key sent to "
                    "--endpoint (must be set)")
+    s.add_argument("--card", metavar="DIR", help="with --endpoint: the served model's folder; its proofcheck_prompt.json "
+                   "applies as with --model (prompt style, template options, tokens per pass, --rule card)")
     _add_engine_options(s)
     _add_verify_options(s)
     s.add_argument("--host", default="127.0.0.1", help="bind address (use 0.0.0.0 deliberately)")
@@ -160,7 +167,7 @@ def _serve(args: argparse.Namespace) -> int:
         cfg = ServeConfig(model=args.model, served_model_name=args.served_model_name, lora=_lora(args.lora),
                           endpoint=args.endpoint, endpoint_model=args.endpoint_model,
                           endpoint_api_key=_key(args.endpoint_api_key_env, "--endpoint-api-key-env"),
-                          passes=args.passes, rule=args.rule, temperature=args.temperature,
+                          passes=args.passes, rule=args.rule, card=args.card, temperature=args.temperature,
                           max_tokens=args.max_tokens, max_model_len=args.max_model_len, seed=args.seed,
                           host=args.host, port=args.port,
                           api_key=_key(args.require_api_key_env, "--require-api-key-env"),
@@ -192,6 +199,37 @@ def _first_error(result: Any, steps: list[str]) -> str | None:
     return f"step {step}"
 
 
+def _verify_rule(args: argparse.Namespace) -> tuple[int | None, str]:
+    """(k, rule) for `verify`: `--rule card` is the model card's calibrated rule and k (with --model), or left
+    to a proofcheck service to resolve (with --endpoint); any other rule must decide --passes (default 8)."""
+    import sys
+
+    from proofcheck.decision import CARD_RULE, check_rule, check_rule_name
+
+    check_rule_name(args.rule, allow_card=True)
+    if args.rule != CARD_RULE:
+        check_rule(args.rule, args.passes or 8)
+        return args.passes or 8, args.rule
+    if args.endpoint:
+        from proofcheck.serve.verifier import service_health
+
+        if service_health(args.endpoint) is None:
+            raise ValueError(f"--rule card: {args.endpoint} is not a proofcheck service, so nothing there knows the "
+                             "model's card; verify with --model DIR, or through `proofcheck serve` for that model")
+        return args.passes, CARD_RULE  # the service resolves it (passes None: the card's k)
+    from proofcheck.prompt_card import card_rule, read_calibration
+
+    lora = _lora(args.lora)
+    folders = [lora[1] if lora else None, args.model]
+    record = next((c for f in folders if f and (c := read_calibration(f)) is not None), None)
+    rule, k, why = card_rule({"calibration": record} if record else None, folders[0] or args.model)
+    if args.passes is not None and args.passes != k:
+        raise ValueError(f"--passes {args.passes}: the card's rule is {rule} of {k} passes; drop --passes, or name "
+                         "a rule (e.g. --rule at_least:T)")
+    print(f"rule from the card: {why}", file=sys.stderr)
+    return k, rule
+
+
 def _verify(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -219,6 +257,10 @@ def _verify(args: argparse.Namespace) -> int:
             return fail(str(e), EXIT_USAGE)
         ctk, max_tokens, engine = gen.chat_template_kwargs, gen.max_tokens, {"max_model_len": gen.max_model_len}
     try:
+        passes, rule = _verify_rule(args)
+    except ValueError as e:
+        return fail(str(e), EXIT_USAGE)
+    try:
         problem, proof = _text(args.problem, "--problem"), _text(args.proof, "--proof")
         reference = _text(args.reference, "--reference")
         steps = split_steps(proof or "")
@@ -227,7 +269,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     async def run() -> Any:
         verifier = make_verifier(endpoint=args.endpoint, model=args.endpoint_model if args.endpoint else args.model,
-                                 api_key=api_key, passes=args.passes, rule=args.rule, temperature=args.temperature,
+                                 api_key=api_key, passes=passes, rule=rule, temperature=args.temperature,
                                  max_tokens=max_tokens, lora=_lora(args.lora),
                                  chat_template_kwargs=ctk, prompt_style=style, **engine)
         try:
