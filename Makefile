@@ -62,7 +62,7 @@ bench: $(STAMP)
 # The pure-Python wheels the GPU check needs on the lent H200 (no package registry there): into
 # .gpu-wheels/ (ignored), listed in .gpu-wheels/WHEELS.txt; refuses past 64 MiB. See docs/gpu-check.md.
 gpu-wheels:
-	$(PYTHON) benchmarks/_gpu_wheels.py --dest .gpu-wheels
+	$(PYTHON) benchmarks/gpu_check wheels --dest .gpu-wheels
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -1,4 +1,5 @@
-"""Shared by the benchmarks: machine-readable figures for `run_all.py --json`, and the real model.
+"""Shared by the benchmarks: machine-readable figures for `run_all.py --json`, the real model, and the trainer's
+printed log rows.
 
 A benchmark script calls `emit({"serve.service_vs_engine": 0.93, ...})`; when `run_all.py` runs
 it, the environment variable `PROOFCHECK_BENCH_JSON` names a file the figures are merged into
@@ -8,6 +9,7 @@ it, the environment variable `PROOFCHECK_BENCH_JSON` names a file the figures ar
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 from pathlib import Path
@@ -42,3 +44,23 @@ def real_model(path: str | None) -> Path:
     if not path and not is_built(out):
         build_smollm2(out)
     return out
+
+
+def log_rows(text: str) -> list[dict[str, Any]]:
+    """The trainer's printed log dicts (`{'loss': ..., 'num_tokens': ...}`), values as floats where they are."""
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("{'"):
+            continue
+        try:
+            row = ast.literal_eval(line.strip())
+        except (ValueError, SyntaxError):
+            continue
+        out = {}
+        for k, v in row.items():
+            try:
+                out[k] = float(v)
+            except (TypeError, ValueError):
+                out[k] = v
+        rows.append(out)
+    return rows

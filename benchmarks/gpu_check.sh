@@ -5,8 +5,8 @@
 #   rehearsal:   PY=.venv/bin/python OUT=/tmp/fake-out bash benchmarks/gpu_check.sh --device cpu
 # Uses the machine's own python3 (PY overrides): the carried wheels are installed with --no-index
 # --no-deps into a temporary folder (skipped when that python already imports trl, datasets and
-# pydantic), the checkout's packages are linked into another (benchmarks/_gpu_site.py), both go on
-# PYTHONPATH, then benchmarks/gpu_check.py runs its stages (each under its own limit, --budget 480 s
+# pydantic), the checkout's packages are linked into another (benchmarks/gpu_check site), both go on
+# PYTHONPATH, then `python3 benchmarks/gpu_check` runs its stages (each under its own limit, --budget 480 s
 # in all) and writes gpu_check.json / gpu_check.md / stage_logs.txt to $OUT (else runs/gpu_check).
 # The outer limit (GPU_CHECK_OUTER_S, 560 s) only catches a hang outside the stages' own limits.
 set -uo pipefail
@@ -32,9 +32,9 @@ else
        "'make gpu-wheels' on the workstation and pass carry=['.gpu-wheels'] to the device run" >&2
   exit 2
 fi
-"$PY" benchmarks/_gpu_site.py "$SITE/project" || exit 2
+"$PY" benchmarks/gpu_check site "$SITE/project" || exit 2
 export PYTHONPATH="$SITE/project${PYTHONPATH:+:$PYTHONPATH}"
-timeout --kill-after 15 "${GPU_CHECK_OUTER_S:-560}" "$PY" benchmarks/gpu_check.py "$@"
+timeout --kill-after 15 "${GPU_CHECK_OUTER_S:-560}" "$PY" benchmarks/gpu_check "$@"
 rc=$?
 if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
   echo "gpu_check.sh: stopped after ${GPU_CHECK_OUTER_S:-560} s (outer limit): a hang outside the stages' own limits" >&2

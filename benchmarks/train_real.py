@@ -46,7 +46,6 @@ completions per minute, their ratio (`train.completion_logits_speedup`) and the 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import signal
@@ -59,7 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _figures import REPO, emit, real_model
+from _figures import REPO, emit, log_rows, real_model
 
 from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
 
@@ -67,26 +66,6 @@ RECIPE = REPO / "configs" / "grpo" / "smollm2-cpu.yaml"
 FULL_LR = 1e-5  # full fine-tuning's learning rate (the LoRA recipe's 3e-4 is an adapter's)
 BACKENDS = (("hf", False), ("vllm", True))
 BACKEND_LABELS = {"hf": "HF generate (baseline)", "vllm": "vLLM colocate"}
-
-
-def log_rows(stdout: str) -> list[dict[str, Any]]:
-    """The trainer's printed log dicts (`{'loss': ..., 'num_tokens': ...}`), values as floats where they are."""
-    rows = []
-    for line in stdout.splitlines():
-        if not line.startswith("{'"):
-            continue
-        try:
-            row = ast.literal_eval(line.strip())
-        except (ValueError, SyntaxError):
-            continue
-        out = {}
-        for k, v in row.items():
-            try:
-                out[k] = float(v)
-            except (TypeError, ValueError):
-                out[k] = v
-        rows.append(out)
-    return rows
 
 
 def recipe_lora_layers(recipe: Path) -> tuple[bool, int | None]:

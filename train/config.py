@@ -134,7 +134,7 @@ class ProofcheckScriptArguments:
         "accepting pays until the model believes a proof flawed with p > 0.8 at a poorly located rejection), "
         "benchmark (1/0.75/0.5/0), balanced (right polarity 1, a rejection's grade centred on its group's mean: "
         "accept and reject break even at p = 0.5 whatever the grade) or polarity (right polarity 1, else 0). "
-        "training is the default by measurement: of the four, the two-seed ablation (benchmarks/ablate.py, README "
+        "training is the default by measurement: of the four, the two-seed ablation (benchmarks/ablate, docs/results.md "
         "\"What the ablations show\") found its held-out Balanced F1 gain the largest that kept TNR."))
     judge_endpoint: str | None = field(default=None, metadata=_help(
         "OpenAI-compatible base URL of the judge (e.g. a vLLM server, http://host:8001/v1)."))

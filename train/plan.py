@@ -20,7 +20,7 @@ layer inputs with gradient checkpointing; completion logits over the full vocabu
 one sequence's fp32 log-softmax). Worst-case
 tokens assume every completion runs to `max_completion_length` after a prompt of
 `--plan_prompt_tokens` (default 2048; TRL 1.16 does not truncate prompts). Compare with
-`benchmarks/gpu_check.py`, which reports `torch.cuda.max_memory_allocated` on the lent GPU (transformers
+`benchmarks/gpu_check`, which reports `torch.cuda.max_memory_allocated` on the lent GPU (transformers
 generation there: vLLM does not travel to that machine, so its KV blocks are measured only on a GPU node).
 """
 

@@ -92,7 +92,7 @@ def precision_record(trainer: Any) -> dict[str, Any]:
 
 def memory_record(trainer: Any) -> dict[str, Any] | None:
     """Peak GPU memory of this process and the colocated vLLM engine's KV cache size, on CUDA
-    (None elsewhere): compared with `--plan`'s estimate (`benchmarks/gpu_check.py` reads the peak; the KV cache
+    (None elsewhere): compared with `--plan`'s estimate (`benchmarks/gpu_check` reads the peak; the KV cache
     only on a GPU node with vLLM)."""
     import torch
 

@@ -8,7 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _ablate_config import (
+from proofcheck.app.launch import GrpoRun, SftRun, delta_flags
+from proofcheck.data.assembly import Curriculum
+
+from .config import (
     ARMS,
     CONTROL_RUNS,
     KPASS_RESERVE_S,
@@ -19,9 +22,6 @@ from _ablate_config import (
     AblateConfig,
     run_logged,
 )
-
-from proofcheck.app.launch import GrpoRun, SftRun, delta_flags
-from proofcheck.data.assembly import Curriculum
 
 
 def arm_run(cfg: AblateConfig, out: Path, seed: int, start: Path, dataset: Curriculum, extra: list[str],
@@ -55,7 +55,7 @@ def grpo(cfg: AblateConfig, name: str, seed: int, start: Path, dataset: Curricul
 
 
 def _pick(entry: dict[str, Any]) -> dict[str, Any]:
-    from _ablate_report import METRICS
+    from .report import METRICS
 
     return {**{m: entry.get(m) for m in METRICS}, **{f"{m}_se": entry.get(f"{m}_se") for m in METRICS},
             "n_proofs": entry.get("n_proofs"), "step": entry.get("step")}

@@ -11,7 +11,7 @@ from typing import Any
 from proofcheck.app.demo_config import GRPO_THAT_CHECKS
 from proofcheck.app.launch import Delta, fill_from_recipe
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 INCENTIVE_ARMS = ("training", "benchmark", "balanced", "polarity")
 ARMS = (*INCENTIVE_ARMS, "repaired", "sft_control")
 REFERENCE = "training"

@@ -1,10 +1,10 @@
 """The reward ablation as one command: which accept/reject incentive teaches checking (README "What the
 ablations show"), with the data arm, the SFT control and the k-pass rule.
 
-    python benchmarks/ablate.py --quick --json runs/ablate/ablations.json          # SmolLM2-135M, <= 30 min
-    python benchmarks/ablate.py --json runs/ablate/ablations.json                  # the full variant (~5 h)
-    python benchmarks/ablate.py --arms training,balanced --seeds 0 --report-dir runs/ablate/part   # a part
-    python benchmarks/ablate.py --quick --model tiny --out /tmp/abl ...            # pipeline check
+    python benchmarks/ablate --quick --json runs/ablate/ablations.json          # SmolLM2-135M, <= 30 min
+    python benchmarks/ablate --json runs/ablate/ablations.json                  # the full variant (~5 h)
+    python benchmarks/ablate --arms training,balanced --seeds 0 --report-dir runs/ablate/part   # a part
+    python benchmarks/ablate --quick --model tiny --out /tmp/abl ...            # pipeline check
 
 On the CPU curriculum of `proofcheck demo` (`data.synth.disjoint_splits`: the demo's arithmetic chains,
 or `--families`; held-out and dev sets drawn first) and one SFT warm-up (`proofcheck.train.sft`) that
@@ -34,11 +34,11 @@ proof of each rejected proof's problem, and its checker accepts exactly the know
 k-pass curve serves the `training` verifier (`proofcheck serve`, as the demo does), samples 8 passes per
 proof on held-out proofs and on the shipped annotated proofs, and applies `proofcheck.decision`'s rules.
 
-Writes the JSON (`--json`, keys in `_ablate_report` and the README), `ABLATIONS.md` and two PNGs in
+Writes the JSON (`--json`, keys in `ablate/report.py` and the README), `ABLATIONS.md` and two PNGs in
 `--report-dir` (default benchmarks/), and keeps every run under `--out`. A re-run reuses finished runs.
-The parts: sizes and arms in `_ablate_config.py`, the GRPO runs, their fitting and the SFT control in
-`_ablate_arms.py`, the repaired positives in `_ablate_repair.py`, the k-pass curve in `_ablate_kpass.py`,
-the statistics and the report in `_ablate_report.py`.
+The parts: sizes and arms in `config.py`, the GRPO runs, their fitting and the SFT control in
+`arms.py`, the repaired positives in `repair.py`, the k-pass curve in `kpass.py`,
+the statistics and the report in `report.py`.
 """
 
 from __future__ import annotations
@@ -51,8 +51,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from _ablate_arms import train_arms
-from _ablate_config import (
+from proofcheck.app.launch import SftRun, recipe_line, recipe_record
+from proofcheck.data.assembly import write_curriculum
+
+from .arms import train_arms
+from .config import (
     ARMS,
     INCENTIVE_ARMS,
     OVERRIDES,
@@ -65,11 +68,8 @@ from _ablate_config import (
     jsonl,
     run_logged,
 )
-from _ablate_kpass import kpass_report
-from _ablate_repair import repaired_positives, with_repaired
-
-from proofcheck.app.launch import SftRun, recipe_line, recipe_record
-from proofcheck.data.assembly import write_curriculum
+from .kpass import kpass_report
+from .repair import repaired_positives, with_repaired
 
 
 def build_curriculum(cfg: AblateConfig) -> dict[str, list[dict[str, Any]]]:
@@ -84,7 +84,7 @@ def build_curriculum(cfg: AblateConfig) -> dict[str, list[dict[str, Any]]]:
 
 
 def choose_incentive(report: dict[str, Any]) -> dict[str, Any]:
-    """The recipes' default by the rule of README "What the ablations show": of the incentive arms that
+    """The recipes' default by the rule of docs/results.md "What the ablations show": of the incentive arms that
     raise held-out rough Balanced F1 over the SFT start without lowering TNR by more than one standard
     error of the difference, the one with the largest gain; None when no arm qualifies (the recipes then
     keep the paper's `training` scale)."""
@@ -128,10 +128,10 @@ def machine() -> dict[str, Any]:
 
 def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     """Every stage; returns the report (also written as JSON, Markdown and PNGs)."""
-    from _ablate_report import STATS_RULE, arm_stats, compare, markdown, plots
-
     from proofcheck.app.demo import run_stage
     from proofcheck.precision import ENV_VAR, choose_dtype
+
+    from .report import STATS_RULE, arm_stats, compare, markdown, plots
 
     con = console()
     t_start = time.perf_counter()
@@ -208,12 +208,26 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     report["comparisons"] = ({arm: compare(report["arms"][arm]["summary"], report["arms"][REFERENCE]["summary"])
                               for arm in cfg.arms if arm != REFERENCE} if REFERENCE in cfg.arms else {})
     report["choice"] = choose_incentive(report)
-    report["total_s"] = round(time.perf_counter() - t_start, 1)
+    report["total_s"] = round(time.perf_counter() - t_start, 1)  # this call's
+    report["calls"] = record_call(cfg.out, command, report["total_s"])  # every call's: the run's wall time
     cfg.report_dir.mkdir(parents=True, exist_ok=True)
     report["plots"] = plots(report, str(cfg.report_dir / "ablations"))
     (cfg.report_dir / "ABLATIONS.md").write_text(markdown(report), encoding="utf-8")
     con.print(markdown(report), markup=False, highlight=False)
     return report
+
+
+CALLS_FILE = "calls.jsonl"  # in --out: one line per call that reached its report
+
+
+def record_call(out: Path, command: str, total_s: float) -> list[dict[str, Any]]:
+    """Append this call to `out`'s ledger and return every call in it: a run done in parts (each part reusing
+    the runs the others finished) took the sum of its calls, not the last call's time."""
+    from proofcheck.io import JsonlAppender, read_jsonl_tolerant
+
+    with JsonlAppender(out / CALLS_FILE) as ledger:
+        ledger.append({"command": command, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "total_s": total_s})
+    return read_jsonl_tolerant(out / CALLS_FILE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,7 +252,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grpo-override", action="append", default=[], metavar="FLAG=VALUE",
                     help="one more train/grpo.py override for every run, e.g. --grpo-override use_vllm=false")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # _figures, _ablate_report
     kw: dict[str, Any] = {"model": args.model, "out": args.out, "report_dir": args.report_dir}
     if args.seeds:
         kw["seeds"] = [int(s) for s in args.seeds.split(",")]
@@ -265,12 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.grpo_override:
         key, _, value = item.partition("=")
         cfg.extra_overrides += [f"--{key}", value]
-    report = run(cfg, "python benchmarks/ablate.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    report = run(cfg, "python benchmarks/ablate " + " ".join(argv if argv is not None else sys.argv[1:]))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from _ablate_config import REFERENCE, AblateConfig
+from .config import REFERENCE, AblateConfig
 
 
 def kpass_samples(cfg: AblateConfig, model: Path, proofs: list[dict[str, Any]], env: dict[str, str],
@@ -59,9 +59,9 @@ def kpass_report(cfg: AblateConfig, held_out: list[dict[str, Any]], seeds: list[
                  stage: Any) -> dict[str, Any]:
     """The reference arm's k-pass curves: each seed's trained verifier served, `kpass_max` passes on the first
     `kpass_tasks` held-out proofs and on the shipped annotated proofs (cached per seed), averaged over seeds."""
-    from _ablate_report import kpass_curve
-
     from proofcheck.data.loaders import SAMPLES_DIR, load_records
+
+    from .report import kpass_curve
 
     annotated = [{"proof_id": p.proof_id, "problem": p.problem, "steps": list(p.steps),
                   "is_correct": bool(p.gold_is_correct)}

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from _ablate_config import AblateConfig, jsonl, run_logged
+from .config import AblateConfig, jsonl, run_logged
 
 
 def corrupt(task: dict[str, Any]) -> dict[str, Any]:

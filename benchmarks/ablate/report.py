@@ -1,6 +1,6 @@
 """The ablations' numbers: per-arm statistics over seeds, the k-pass curve, the Markdown table and plots.
 
-Pure functions over the JSON that `benchmarks/ablate.py` writes (no torch, no model), so the report
+Pure functions over the JSON that `benchmarks/ablate` writes (no torch, no model), so the report
 can be rebuilt from a saved `ablations.json`. Metrics come from `proofcheck.metrics` and decisions
 from `proofcheck.decision`; nothing here re-derives them.
 
@@ -118,6 +118,27 @@ def _fmt(v: Any, se: Any = None) -> str:
     return f"{v:.3f} ± {se:.3f}" if se is not None else f"{v:.3f}"
 
 
+def wall_time_line(report: dict[str, Any]) -> str:
+    """The run's real wall time: the sum of its calls (`calls`: one per `ablate` call on the same `--out`, each
+    reusing the runs the earlier ones finished), with each call's minutes; a report without that record (written
+    before it was kept) says that its figure is the last call's only.
+
+    >>> wall_time_line({"total_s": 726, "calls": [{"total_s": 7988}, {"total_s": 6300}, {"total_s": 726}]})
+    'Wall time 4.2 h, the sum of 3 calls on the same runs folder (133 + 105 + 12 min).'
+    >>> wall_time_line({"total_s": 60})
+    'Wall time of this call 1.0 min (earlier calls that finished runs it reused are not recorded).'
+    """
+    calls = report.get("calls") or []
+    if not calls:
+        return (f"Wall time of this call {report['total_s'] / 60:.1f} min (earlier calls that finished runs it "
+                "reused are not recorded).")
+    total = sum(c["total_s"] for c in calls)
+    size = f"{total / 3600:.1f} h" if total >= 3600 else f"{total / 60:.1f} min"
+    parts = " + ".join(f"{c['total_s'] / 60:.0f}" for c in calls)
+    return (f"Wall time {size}, the sum of {len(calls)} call{'s' if len(calls) > 1 else ''} on the same runs folder "
+            f"({parts} min).")
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The report as Markdown: what ran where, the arm table, the comparisons, the k-pass curves."""
     cfg, arms = report["config"], report["arms"]
@@ -126,7 +147,7 @@ def markdown(report: dict[str, Any]) -> str:
              f"Model: {report['model']}; recipe `{cfg['recipe']}` (the arms differ only by the overrides below); "
              f"seeds {cfg['seeds']}; {cfg['steps']} GRPO steps per arm from one SFT warm-up; held-out "
              f"{report['eval']['n_tasks']} proofs x {report['eval']['passes']} passes.  ",
-             f"Total {report['total_s'] / 60:.1f} min. Statistics: {report['stats_rule']}.", "",
+             f"{wall_time_line(report)} Statistics: {report['stats_rule']}.", "",
              "## Arms (held-out, after training; mean ± SE over seeds)", "",
              "| arm | what differs | " + " | ".join(SHORT[m] for m in METRICS) + " | steps |",
              "|---|---|" + "---|" * len(METRICS) + "---|"]

@@ -1,7 +1,7 @@
 """GPU check for the machine the project can borrow: one H200, ~8 minutes, every stage under its own limit.
 
     bash benchmarks/gpu_check.sh                 # on the lent machine (docs/gpu-check.md)
-    python benchmarks/gpu_check.py --device cpu  # the CPU rehearsal: the tiny model, same stages
+    python benchmarks/gpu_check --device cpu     # the CPU rehearsal: the tiny model, same stages
 
 Stages, each a child process in its own session, killed as a whole (`os.killpg` on the handle's
 process group) when it outruns its limit or leaves processes behind; each writes its figures to
@@ -19,7 +19,7 @@ device tool brings back from $OUT). The model, checkpoints and logs live in `--w
    (`use_vllm false`: no vLLM wheel fits the device tool), step split, tokens/s, MFU, and the
    held-out evaluation on that path;
 6. decide: the k = 8 pass decision through an in-process transformers pass engine
-   (benchmarks/_gpu_hf_engine.py), passes/s against the memory-bandwidth roofline;
+   (gpu_check/hf_engine.py), passes/s against the memory-bandwidth roofline;
 7. resume: a run resumed from the training stage's checkpoint, SIGKILLed between two checkpoints,
    then resumed from the newest complete one.
 Exit 0 when every stage passed, 1 when one failed, timed out or was skipped, 2 when preflight
@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-HERE = REPO / "benchmarks"
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = Path(__file__).resolve().parent  # benchmarks/gpu_check: `python PACKAGE stage NAME` runs one stage
 MIB = 2**20
 OUT_MAX_FILES = 8            # the device tool brings back at most 8 files from $OUT ...
 OUT_MAX_BYTES = 16 * MIB     # ... of at most 16 MiB each
@@ -214,7 +214,7 @@ def resolve_device(asked: str) -> str | None:
 
 def write_results(doc: dict[str, Any], work: Path, out: Path) -> None:
     """gpu_check.json and gpu_check.md in `work`, then copied (with the log tails) to `out`."""
-    from _gpu_report import render
+    from .report import render
 
     (work / "gpu_check.json.tmp").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     (work / "gpu_check.json.tmp").replace(work / "gpu_check.json")
@@ -261,7 +261,7 @@ def run_stages(doc: dict[str, Any], work: Path, out: Path, limits: dict[str, flo
             write_results(doc, work, out)
             continue
         limit = min(limits.get(stage.name, stage.gpu_limit_s if device == "cuda" else stage.cpu_limit_s), left)
-        run = run_stage_detail(stage.name, [sys.executable, str(HERE / "_gpu_stages.py"), stage.name, "--work",
+        run = run_stage_detail(stage.name, [sys.executable, str(PACKAGE), "stage", stage.name, "--work",
                                             str(work)], limit, work / "logs" / f"{stage.name}.log", env)
         doc["stages"][stage.name] = {"status": run.status, "seconds": round(run.seconds, 1), "limit_s": round(limit),
                                      "returncode": run.returncode}
@@ -287,11 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"device": device, "shape": shape, "sizes": SIZES[shape], "work": str(work), "repo": str(REPO),
                 "model": str(work / "model")}
     (work / "settings.json").write_text(json.dumps(settings, indent=2))
-    doc: dict[str, Any] = {"check": "benchmarks/gpu_check.py", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    doc: dict[str, Any] = {"check": "benchmarks/gpu_check", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                            "settings": settings, "budget_s": args.budget, "stages": {}}
-    sys.path.insert(0, str(HERE))
     run_stages(doc, work, out, limits, {s.strip() for s in args.only.split(",")} if args.only else None, args.budget)
-    from _gpu_report import render
+    from .report import render
 
     bad = [n for n, s in doc["stages"].items() if s["status"] != "ok"]
     doc.update(finished=time.strftime("%Y-%m-%d %H:%M:%S"), not_passed=bad)
@@ -306,7 +305,3 @@ def main(argv: list[str] | None = None) -> int:
     if doc["stages"].get("preflight", {}).get("status") not in (None, "ok"):
         return 2
     return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

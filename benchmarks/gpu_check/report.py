@@ -1,4 +1,4 @@
-"""Markdown tables of the GPU check's JSON (benchmarks/gpu_check.py writes both after every stage).
+"""Markdown tables of the GPU check's JSON (driver.py writes both after every stage).
 
 Every table is drawn from what the stages saved, so a check cut short still shows what it measured;
 a stage that did not pass shows its status instead of figures.

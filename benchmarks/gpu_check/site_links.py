@@ -1,4 +1,4 @@
-"""Put this checkout's packages on a PYTHONPATH folder without installing them: `python3 benchmarks/_gpu_site.py DIR`.
+"""Put this checkout's packages on a PYTHONPATH folder without installing them: `python3 benchmarks/gpu_check site DIR`.
 
 benchmarks/gpu_check.sh runs the check with the lent machine's own `python3`, which has no build
 backend guaranteed and no registry to fetch one from. pyproject.toml maps the import packages onto
@@ -14,7 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def package_dirs(pyproject: Path = REPO / "pyproject.toml") -> dict[str, str]:
@@ -44,12 +44,8 @@ def link_project(site: Path, repo: Path = REPO) -> Path:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python3 benchmarks/_gpu_site.py DIR   (DIR must not exist yet)", file=sys.stderr)
+        print("usage: python3 benchmarks/gpu_check site DIR   (DIR must not exist yet)", file=sys.stderr)
         return 2
     top = link_project(Path(argv[0]))
     print(f"gpu_check: the checkout's packages linked under {top.parent} (put it on PYTHONPATH)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

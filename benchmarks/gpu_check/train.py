@@ -1,4 +1,4 @@
-"""The GPU check's training stages (benchmarks/gpu_check.py): GRPO steps, and a kill between checkpoints.
+"""The GPU check's training stages (driver.py): GRPO steps, and a kill between checkpoints.
 
 `train`: `train/grpo.py` on configs/grpo/qwen3-8b-lora-1gpu.yaml as shipped, with transformers
 generation (`use_vllm false`: vLLM cannot travel to the lent machine) at the check's sizes; from its
@@ -20,7 +20,6 @@ GRPO runs are children in the stage's own process group (no session of their own
 
 from __future__ import annotations
 
-import ast
 import json
 import statistics
 import subprocess
@@ -30,7 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from _figures import log_rows
+
+REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "configs" / "grpo" / "qwen3-8b-lora-1gpu.yaml"
 EXPERT = REPO / "data" / "samples" / "annotated.jsonl"
 
@@ -72,18 +73,6 @@ def run_grpo(argv: list[str], stdout_file: Path, kill_when: Callable[[], bool] |
                 return proc.returncode, True
             time.sleep(0.05)
     return proc.returncode, False
-
-
-def log_rows(text: str) -> list[dict[str, Any]]:
-    """The trainer's printed log dicts (`{'loss': ..., 'num_tokens': ...}`)."""
-    rows = []
-    for line in text.splitlines():
-        if line.startswith("{'"):
-            try:
-                rows.append(ast.literal_eval(line.strip()))
-            except (ValueError, SyntaxError):
-                continue
-    return rows
 
 
 def _num(x: Any) -> float | None:

@@ -1,6 +1,6 @@
 """`make gpu-wheels`: the pure-Python wheels the GPU check needs that the lent H200's image lacks.
 
-    python3 benchmarks/_gpu_wheels.py [--dest .gpu-wheels]
+    python3 benchmarks/gpu_check wheels [--dest .gpu-wheels]
 
 The lent machine (docs/gpu-check.md) reaches no package registry. Its `python3` (3.12) has torch,
 transformers, accelerate, peft, pyyaml, pyarrow, pandas, xxhash, fsspec, huggingface-hub, but not
@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DEST = REPO / ".gpu-wheels"
 LIST_FILE = "WHEELS.txt"
 MIB = 2**20
@@ -136,7 +136,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"gpu-wheels: {len(paths)} wheels, {total / MIB:.2f} MiB in {dest}; on the device: "
           f"run(command='bash benchmarks/gpu_check.sh', carry=['{dest.name}'])")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

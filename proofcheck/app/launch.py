@@ -2,7 +2,7 @@
 train` run, and the one runner that runs them with their output in a log.
 
 A run is a typed value (`SftRun`, `GrpoRun`, `ServeRun`) and `command()` turns it into the argument list,
-so the flags the demo and `benchmarks/ablate.py` pass are written once. The entry points are found in
+so the flags the demo and the ablation (`benchmarks/ablate`) pass are written once. The entry points are found in
 the installed package (`grpo_script`: `proofcheck.train.grpo`'s file; the warm-up runs as
 `python -m proofcheck.train.sft`, serving as `python -m proofcheck.app.cli serve`) and a recipe is a path
 or a shipped name (`recipe_path`: the package data `proofcheck.configs`), so a launch needs no checkout

@@ -1,4 +1,4 @@
-"""`benchmarks/ablate.py`, --quick-shaped on the tiny model at the smallest sizes: every arm trains (one
+"""`benchmarks/ablate`, --quick-shaped on the tiny model at the smallest sizes: every arm trains (one
 GRPO step; the control continues SFT), is evaluated on the held-out proofs, and lands in the JSON (fixed
 keys) and in ABLATIONS.md; the repaired arm's rows come through `proofcheck data repair`; the k-pass curve
 is drawn from a served verifier. Plumbing only: no learning result is asserted."""
@@ -17,13 +17,13 @@ ARMS = ("training", "benchmark", "balanced", "polarity", "repaired", "sft_contro
 METRICS = ("rough_bal_f1", "rough_tpr", "rough_tnr", "first_error_step_accuracy", "valid_rate", "kpass_bal_f1",
            "kpass_tpr", "kpass_tnr")
 TOP_KEYS = {"schema", "command", "machine", "model", "config", "eval", "stats_rule", "reference_arm", "sizing",
-            "sft_start", "arms", "repair", "kpass", "stage_times_s", "comparisons", "choice", "total_s", "plots", "recipe"}
+            "sft_start", "arms", "repair", "kpass", "stage_times_s", "comparisons", "choice", "total_s", "calls", "plots", "recipe"}
 
 
 @pytest.mark.slow
 def test_every_arm_trains_evaluates_and_lands_in_the_report(tmp_path):
     out, report_dir, js = tmp_path / "abl", tmp_path / "report", tmp_path / "ablations.json"
-    cmd = [sys.executable, str(REPO / "benchmarks" / "ablate.py"), "--quick", "--model", "tiny", "--seeds", "0",
+    cmd = [sys.executable, str(REPO / "benchmarks" / "ablate"), "--quick", "--model", "tiny", "--seeds", "0",
            "--steps", "1", "--arms", ",".join(ARMS), "--out", str(out), "--report-dir", str(report_dir), "--json", str(js),
            "--sizes", "sft_tasks=8,sft_steps=2,grpo_tasks=8,eval_tasks=4,eval_passes=2,repair_pairs=2,"
                       "kpass_tasks=4,kpass_max=2,max_tokens=16,repaired_share=0.5",
@@ -82,7 +82,8 @@ def test_every_arm_trains_evaluates_and_lands_in_the_report(tmp_path):
             assert {"tpr", "tnr", "bal_f1", "tokens_per_proof"} <= set(per_k["2"])
     assert set(report["comparisons"]) == set(ARMS[1:])
     md = (report_dir / "ABLATIONS.md").read_text()
+    assert report["calls"][-1]["total_s"] == report["total_s"] and "Wall time" in md  # this call, in the ledger
     for arm in ARMS:
         assert f"| {arm} |" in md, arm
-    assert "k-pass curve" in md and report["command"].startswith("python benchmarks/ablate.py")
+    assert "k-pass curve" in md and report["command"].startswith("python benchmarks/ablate ")
     assert all(Path(p).is_file() for p in report["plots"]) and len(report["plots"]) == 2

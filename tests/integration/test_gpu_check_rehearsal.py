@@ -61,7 +61,7 @@ def test_every_stage_passes_on_the_tiny_model_and_at_most_8_small_files_come_bac
 
 def test_a_stage_past_its_limit_is_killed_and_the_stages_after_a_required_one_are_skipped(tmp_path: Path) -> None:
     out, work = tmp_path / "OUT", tmp_path / "work"
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--device", "cpu", "--work",
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check"), "--device", "cpu", "--work",
                            str(work), "--out", str(out), "--only", "build,plan", "--stage-limit", "build=1"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""benchmarks/_ablate_report.py: the k-pass curve, per-arm statistics and the MDD, against hand-computed
+"""benchmarks/ablate/report.py: the k-pass curve, per-arm statistics and the MDD, against hand-computed
 tables (decisions from proofcheck.decision, Balanced F1 from proofcheck.metrics)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from _ablate_report import METRICS, arm_stats, compare, kpass_curve, markdown  # noqa: E402
+from ablate.report import METRICS, arm_stats, compare, kpass_curve, markdown, wall_time_line  # noqa: E402
 
 
 def _p(correct: bool, *passes: tuple[str, int]) -> dict:
@@ -83,7 +83,7 @@ def _summary(f1: float, tnr: float, se: float = 0.05) -> dict:
     ({"training": (0.47, 0.45), "balanced": (0.34, 0.75)}, None),
 ])
 def test_the_default_incentive_rule(arms: dict, chosen: str | None) -> None:
-    from ablate import choose_incentive
+    from ablate.driver import choose_incentive
 
     report = {"sft_start": _summary(0.50, 0.56),
               "arms": {a: {"summary": _summary(f1, tnr)} for a, (f1, tnr) in arms.items()}}
@@ -96,3 +96,14 @@ def test_the_report_compares_the_cores_metrics_under_the_cores_names() -> None:
     from proofcheck.metrics import EVAL_METRICS
 
     assert set(METRICS) <= set(EVAL_METRICS)
+
+
+@pytest.mark.parametrize(("report", "says"), [
+    # the full ablation of 2026-12-05/06: four calls on runs/ablate, the last one (12.1 min) wrote the report
+    ({"total_s": 728.5, "calls": [{"total_s": 7988}, {"total_s": 6300}, {"total_s": 900}, {"total_s": 728.5}]},
+     "Wall time 4.4 h, the sum of 4 calls on the same runs folder (133 + 105 + 15 + 12 min)."),
+    ({"total_s": 90, "calls": [{"total_s": 90}]}, "Wall time 1.5 min, the sum of 1 call on the same runs folder (2 min)."),
+    ({"total_s": 728.5}, "Wall time of this call 12.1 min (earlier calls that finished runs it reused are not recorded)."),
+])
+def test_the_report_states_the_runs_wall_time_over_its_calls(report: dict, says: str) -> None:
+    assert wall_time_line(report) == says

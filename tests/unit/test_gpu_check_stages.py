@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py and train_real.py cannot hang: a stage that outruns its limit is killed
+"""benchmarks/gpu_check and train_real.py cannot hang: a stage that outruns its limit is killed
 with its child processes (a vLLM engine's workers would keep the GPU) and reported by name."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _dead(pid: int) -> bool:
 
 def test_gpu_check_stage_past_its_limit_is_killed_with_its_children(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture) -> None:
-    from gpu_check import run_stage
+    from gpu_check.driver import run_stage
 
     pid_file = tmp_path / "child.pid"
     t0 = time.monotonic()
@@ -46,7 +46,7 @@ def test_gpu_check_stage_past_its_limit_is_killed_with_its_children(tmp_path: Pa
 
 
 def test_gpu_check_stage_failure_and_success_are_told_apart(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from gpu_check import run_stage
+    from gpu_check.driver import run_stage
 
     assert run_stage("plan", [sys.executable, "-c", "import sys; sys.exit(3)"], 30, tmp_path / "p.log") is None
     assert "stage 'plan' failed (exit 3)" in capsys.readouterr().out
@@ -66,7 +66,7 @@ def test_train_real_run_past_its_limit_stops_with_a_message(tmp_path: Path) -> N
 
 @pytest.mark.parametrize(("n_files", "copied"), [(3, 3), (8, 8), (11, 8)])
 def test_copy_out_brings_back_at_most_8_files(tmp_path: Path, n_files: int, copied: int) -> None:
-    from gpu_check import copy_out
+    from gpu_check.driver import copy_out
 
     files = [tmp_path / f"f{i}.txt" for i in range(n_files)]
     for f in files:
@@ -77,7 +77,7 @@ def test_copy_out_brings_back_at_most_8_files(tmp_path: Path, n_files: int, copi
 
 
 def test_copy_out_cuts_a_large_file_to_its_tail_and_leaves_out_odd_names(tmp_path: Path) -> None:
-    from gpu_check import copy_out
+    from gpu_check.driver import copy_out
 
     big, odd = tmp_path / "big.log", tmp_path / "odd name.txt"
     big.write_bytes(b"a" * 50 + b"END")
@@ -95,7 +95,7 @@ def test_copy_out_cuts_a_large_file_to_its_tail_and_leaves_out_odd_names(tmp_pat
     ({"build": "ok", "machine": "ok"}, 5.0, "5 s left of the budget"),
 ])
 def test_a_stage_runs_only_after_the_stages_it_needs(statuses: dict, left: float, blocked: str | None) -> None:
-    from gpu_check import STAGES, blocked_by
+    from gpu_check.driver import STAGES, blocked_by
 
     decide = next(s for s in STAGES if s.name == "decide")
     got = blocked_by(decide, {"stages": {k: {"status": v} for k, v in statuses.items()}}, left)
@@ -103,7 +103,7 @@ def test_a_stage_runs_only_after_the_stages_it_needs(statuses: dict, left: float
 
 
 def test_stage_limits_are_parsed_and_unknown_stages_refused() -> None:
-    from gpu_check import parse_limits
+    from gpu_check.driver import parse_limits
 
     assert parse_limits(["train=30", "build=1.5"]) == {"train": 30.0, "build": 1.5}
     with pytest.raises(SystemExit, match="NAME one of"):
@@ -116,7 +116,7 @@ def test_stage_limits_are_parsed_and_unknown_stages_refused() -> None:
                                                (None, True)])
 def test_version_differences_ignore_local_build_tags(monkeypatch: pytest.MonkeyPatch, here: str | None,
                                                     differs: bool) -> None:
-    import _gpu_stages
+    import gpu_check.stages as _gpu_stages
 
     monkeypatch.setattr(_gpu_stages, "installed", lambda name: here)
     got = _gpu_stages.version_differences({"torch": "2.13.0"}, ("torch", "vllm"))  # vllm: no pin given, not listed
@@ -124,7 +124,7 @@ def test_version_differences_ignore_local_build_tags(monkeypatch: pytest.MonkeyP
 
 
 def test_project_pins_read_pyproject_and_the_torch_pin_vllm_implies() -> None:
-    from _gpu_stages import project_pins
+    from gpu_check.stages import project_pins
 
     pins = project_pins()
     assert pins["torch"] == "2.13.0" and pins["trl"] == "1.16.0" and pins["pydantic"] == "2.14.4"
@@ -133,7 +133,7 @@ def test_project_pins_read_pyproject_and_the_torch_pin_vllm_implies() -> None:
 def test_the_checkout_is_importable_from_links(tmp_path: Path) -> None:
     import subprocess
 
-    from _gpu_site import link_project
+    from gpu_check.site_links import link_project
 
     link_project(tmp_path / "site")
     code = "import proofcheck.train.plan as p, proofcheck.data.loaders as d; print(p.__file__); print(d.SAMPLES_DIR)"
@@ -142,7 +142,7 @@ def test_the_checkout_is_importable_from_links(tmp_path: Path) -> None:
     assert out[0].startswith(str(tmp_path / "site")) and Path(out[1]) == REPO / "data" / "samples"
 
 
-# --- the in-process transformers engine's early stop (benchmarks/_gpu_hf_engine.py) ---
+# --- the in-process transformers engine's early stop (benchmarks/gpu_check/hf_engine.py) ---
 
 class _Tok:
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
@@ -155,7 +155,7 @@ class _Tok:
     ([5, 6, 7], True, ("<5><6><7>", None, 3, True)),
 ])
 def test_a_generated_sequence_becomes_a_pass(ids: list[int], cancelled: bool, expected: tuple) -> None:
-    from _gpu_hf_engine import _pass_from
+    from gpu_check.hf_engine import _pass_from
 
     p = _pass_from(ids, 0, {2}, _Tok(), cancelled)
     assert (p.text, p.finish_reason, p.completion_tokens, p.cancelled) == expected
@@ -163,7 +163,7 @@ def test_a_generated_sequence_becomes_a_pass(ids: list[int], cancelled: bool, ex
 
 def test_the_first_deciding_pass_stops_every_sequence() -> None:
     import torch
-    from _gpu_hf_engine import _DecisionStop
+    from gpu_check.hf_engine import _DecisionStop
 
     seen: list[int] = []
 

@@ -1,4 +1,4 @@
-"""`make gpu-wheels` (benchmarks/_gpu_wheels.py): the wheels carried to the lent GPU machine are the
+"""`make gpu-wheels` (benchmarks/gpu_check/wheels.py): the wheels carried to the lent GPU machine are the
 project's versions for CPython 3.12, and they fit what one device call carries (64 MiB with the tree)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ MIB = 2**20
 
 
 def test_wheel_versions_are_the_pins_and_what_the_pins_resolved_to() -> None:
-    from _gpu_wheels import WHEELS
+    from gpu_check.wheels import WHEELS
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     reqs = project["dependencies"] + [r for v in project["optional-dependencies"].values() for r in v]
@@ -32,14 +32,14 @@ def test_wheel_versions_are_the_pins_and_what_the_pins_resolved_to() -> None:
     (40.0, 30.0, "exceed the 64 MiB"),
 ])
 def test_the_wheels_must_fit_one_device_call(wheels_mib: float, tree_mib: float, refused: str | None) -> None:
-    from _gpu_wheels import fits
+    from gpu_check.wheels import fits
 
     got = fits(int(wheels_mib * MIB), int(tree_mib * MIB))
     assert got is None if refused is None else refused in got
 
 
 def test_other_versions_in_the_folder_are_stale(tmp_path: Path) -> None:
-    from _gpu_wheels import stale_wheels
+    from gpu_check.wheels import stale_wheels
 
     for name in ("trl-1.15.0-py3-none-any.whl", "trl-1.16.0-py3-none-any.whl", "requests-2.0-py3-none-any.whl",
                  "pydantic_core-2.50.5-cp312-cp312-manylinux_2_17_x86_64.whl"):
@@ -48,7 +48,7 @@ def test_other_versions_in_the_folder_are_stale(tmp_path: Path) -> None:
 
 
 def test_download_asks_for_cpython_312_manylinux_binaries_without_dependencies(tmp_path: Path) -> None:
-    from _gpu_wheels import download_command
+    from gpu_check.wheels import download_command
 
     cmd = download_command("pydantic-core", "2.50.5", tmp_path)
     assert cmd[-1] == "pydantic-core==2.50.5" and {"--no-deps", "--only-binary=:all:"} <= set(cmd)
@@ -56,7 +56,7 @@ def test_download_asks_for_cpython_312_manylinux_binaries_without_dependencies(t
 
 
 def test_downloaded_wheels_are_complete_and_fit() -> None:
-    from _gpu_wheels import DEFAULT_DEST, WHEEL_LIMIT, WHEELS, wheel_name
+    from gpu_check.wheels import DEFAULT_DEST, WHEEL_LIMIT, WHEELS, wheel_name
 
     paths = sorted(DEFAULT_DEST.glob("*.whl"))
     if not paths:

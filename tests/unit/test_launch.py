@@ -1,6 +1,6 @@
 """proofcheck.app.launch: the one launcher of the SFT warm-up and GRPO runs (demo, ablations, `proofcheck train`).
 
-The expected command lines are the ones the demo and benchmarks/ablate.py wrote out by hand before
+The expected command lines are the ones the demo and the ablation (benchmarks/ablate) wrote out by hand before
 the launcher existed (flag for flag), so moving them here changed no run; the data flags since come
 from the curriculum (`data_args`: every training row once, the eval split held out).
 """

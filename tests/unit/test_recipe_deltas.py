@@ -18,8 +18,8 @@ from proofcheck.data.assembly import Curriculum
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from _ablate_arms import arm_run  # noqa: E402
-from _ablate_config import AblateConfig, _tiny  # noqa: E402
+from ablate.arms import arm_run  # noqa: E402
+from ablate.config import AblateConfig, _tiny  # noqa: E402
 
 CUR = Curriculum(Path("data") / "dataset", {"synthetic": 512}, 64)
 SHOWN = ("--max_steps", "--learning_rate", "--eval_every_steps", "--eval_curve_samples", "--prompt_style",
