@@ -179,7 +179,7 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
     result = trainer.train(resume_from_checkpoint=resume)
     saved = save_outputs(trainer, script, model_args)
     if acc.is_main_process:
-        write_cards(saved, data, training)
+        write_cards(saved, data, training, eval_cb)
     summary = make_summary(trainer, data, history, eval_cb, saved, resume, dict(result.metrics), timer.split())
     if acc.is_main_process:
         write_json_atomic(Path(training.output_dir) / SUMMARY_FILE, summary)

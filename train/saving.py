@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from proofcheck.prompt_card import write_prompt_card
+from proofcheck.prompt_card import write_calibration, write_prompt_card
 from proofcheck.protocol import prompt_sha256
 from proofcheck.train.config import ProofcheckScriptArguments
 from proofcheck.train.data import TrainingData
@@ -65,11 +65,44 @@ def merge_adapter(adapter_dir: Path, merged_dir: Path, tokenizer: Any, model_arg
     tokenizer.save_pretrained(str(merged_dir))
 
 
-def write_cards(saved: dict[str, str], data: TrainingData, training: Any) -> None:
+def write_cards(saved: dict[str, str], data: TrainingData, training: Any, eval_cb: Any = None) -> None:
     """The prompt card of every saved folder: the prompt the model was trained on, for `score verifier`
-    to compare, and how it generated, for serve / verify / score to default to."""
+    to compare, and how it generated, for serve / verify / score to default to; with the final held-out
+    evaluation (`eval_cb`), the k-pass rule calibrated on it (`held_out_calibration`)."""
+    record = held_out_calibration(eval_cb)
     for folder in saved.values():
         write_prompt_card(folder, data.with_reference, prompt_sha256(style=data.prompt_style),
                           prompt_style=data.prompt_style,
                           chat_template_kwargs=getattr(training, "chat_template_kwargs", None),
                           max_completion_length=training.max_completion_length)
+        if record is not None:
+            write_calibration(folder, record)
+
+
+def held_out_calibration(eval_cb: Any) -> dict[str, Any] | None:
+    """The card's calibration record (`proofcheck.calibration`) from the run's last held-out evaluation
+    (its k passes on every held-out proof), as `proofcheck calibrate` derives it; None without one, or
+    when the held-out set cannot calibrate (a single class). Tokens were not recorded there: the cheapest
+    rule is counted in passes per proof."""
+    import sys
+
+    from proofcheck.calibration import METHOD, ProofPasses, calibration_record, calibration_table, choose
+
+    results = getattr(eval_cb, "last_results", None) if eval_cb is not None else None
+    if not results:
+        return None
+    try:
+        proofs = [ProofPasses(bool(r["is_correct"]), [t["outcome"] for t in r["trials"]], None, str(r["proof_id"]))
+                  for r in results]
+        table = calibration_table(proofs)
+    except (KeyError, ValueError) as e:
+        print(f"[proofcheck] no k-pass calibration in the model card: {e}", file=sys.stderr)
+        return None
+    max_k = max(r["k"] for r in table)
+    measured_on = {"data": "this run's held-out evaluation set (eval rows)", "n_proofs": len(proofs),
+                   "n_correct": sum(p.is_correct for p in proofs), "n_incorrect": sum(not p.is_correct for p in proofs),
+                   "max_k": max_k, "method": METHOD, "step": getattr(eval_cb, "_last_step", None),
+                   "by": "proofcheck train (final held-out evaluation)", "temperature": getattr(eval_cb, "temperature",
+                                                                                              None),
+                   "max_tokens": getattr(eval_cb, "max_new_tokens", None)}
+    return calibration_record(table, choose(table), measured_on)

@@ -18,6 +18,7 @@ COMMANDS: tuple[str, ...] = (
     "proofcheck.app.commands.grade",
     "proofcheck.app.commands.train",
     "proofcheck.app.commands.score",
+    "proofcheck.app.commands.calibrate",
     "proofcheck.app.commands.serve",
     "proofcheck.app.commands.model",
     "proofcheck.app.commands.bench",

@@ -161,3 +161,29 @@ def test_a_malformed_record_is_not_written(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         write_calibration(tmp_path, {"rule": "at_least:9", "passes": 8})
     assert not (tmp_path / CARD_FILE).exists()
+
+
+def test_training_writes_the_held_out_calibration_into_every_saved_card(tmp_path: Path) -> None:
+    """The final held-out evaluation's passes (grade_row's `outcome`s) -> the card's calibration, for every
+    saved folder, with the same table `proofcheck calibrate` derives from those outcomes."""
+    from types import SimpleNamespace
+
+    from proofcheck.train.data import TrainingData
+    from proofcheck.train.saving import write_cards
+
+    results = [{"proof_id": p.proof_id, "is_correct": p.is_correct, "trials": [{"outcome": o} for o in p.outcomes]}
+               for p in PROOFS]
+    eval_cb = SimpleNamespace(last_results=results, _last_step=40, temperature=1.0, max_new_tokens=256)
+    saved = {"merged": str(tmp_path / "merged"), "adapter": str(tmp_path / "adapter")}
+    for folder in saved.values():
+        Path(folder).mkdir()
+    training = SimpleNamespace(chat_template_kwargs=None, max_completion_length=256)
+    write_cards(saved, TrainingData([], []), training, eval_cb)
+    for folder in saved.values():
+        rec = read_calibration(folder)
+        assert (rec["rule"], rec["passes"]) == ("at_least:2", 3)  # majority of 3, by hand above
+        assert rec["measured_on"]["n_proofs"] == 4 and rec["measured_on"]["step"] == 40
+        assert [(r["k"], r["t"]) for r in rec["table"]] == [(1, 1), (2, 1), (2, 2), (3, 1), (3, 2), (3, 3)]
+        assert read_prompt_card(folder)["max_completion_length"] == 256
+    write_cards(saved, TrainingData([], []), training, None)  # no held-out evaluation: no calibration
+    assert read_calibration(saved["merged"]) is None
