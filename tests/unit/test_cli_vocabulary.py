@@ -45,6 +45,7 @@ VOCABULARY = {
     "--served-model-name": ("NAME", "with --model: the name this service publishes"),
     "--json": (None, c.JSON_HELP),
     "--prompt-style": ("STYLE", c.PROMPT_STYLE_HELP),
+    "--rule": ("RULE", c.RULE_HELP),
 }
 OLD_SPELLINGS = {"--api-key-env", "--api-key", "--base-url", "--cache-dir"}  # hidden, deprecated
 # old spellings of one command only (the same name means something else in other commands)
