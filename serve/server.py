@@ -1,6 +1,6 @@
 """Start the verification service: reserve the port, build the engine and service once, then run uvicorn.
 
-`proofcheck serve` parses its flags (proofcheck/app/commands/serve.py) and calls `run_server`.
+`proofcheck serve` parses its flags (app/commands/serve.py) and calls `run_server`.
 The engine is vLLM in-process (`--model`, optional `--lora name=path`, engine arguments passed
 through) or a remote vLLM OpenAI-compatible server (`--endpoint` + `--endpoint-model`).
 A model folder's `proofcheck_prompt.json` (the adapter's first) sets what the flags leave unset: the

@@ -57,7 +57,7 @@ def shipped_configs() -> Path | None:
     for where in (list(spec.submodule_search_locations or []) if spec else []):
         if (Path(where) / "grpo").is_dir():
             return Path(where)
-    checkout = Path(__file__).resolve().parents[2] / "configs"
+    checkout = Path(__file__).resolve().parents[1] / "configs"
     return checkout if checkout.is_dir() else None
 
 
