@@ -11,11 +11,15 @@ log (the CPU recipes' run_summary.json, a GPU user's wandb or tensorboard) carri
   difference: a verifier that only shifts its bias moves both rates together and keeps it at 0;
 - `level/<LEVEL>` and `level/invalid`: the level mix, shares of all graded completions (grader
   failures are left out and counted apart as `grader_failure`);
-- `zero_spread_groups`: the share of groups (completions of the same proof) whose rewards are
+- `reward_family/<family>`: the mean reward on each proof family (`data.families.family_of`).
+
+`zero_spread_shares` gives the trainer's own numbers, logged by the GRPO trainer (`train/trainer.py`) on the
+weighted total of every reward function, the reward GRPO's advantage is computed from:
+- `zero_spread_groups`: the share of groups (completions of the same proof) whose total rewards are
   all equal: GRPO's advantage is zero there, so the group teaches nothing; `zero_spread_valid` /
   `zero_spread_flawed`, the same share among the groups of valid / flawed proofs: in a step where
-  one class has no spread, only the other class's proofs move the policy;
-- `reward_family/<family>`: the mean reward on each proof family (`data.families.family_of`).
+  one class has no spread, only the other class's proofs move the policy. A group whose spread is
+  all in the format reward has a signal, and is not counted.
 
 Completion length and truncation are TRL's own (`completions/mean_length`,
 `completions/clipped_ratio`), as is `frac_reward_zero_std` on the weighted total reward.
@@ -24,8 +28,8 @@ Example:
     >>> from proofcheck.reward.levels import Level
     >>> ok = GradeResult(level=Level.EXACT_MATCH, score=1.0, valid=True)
     >>> d = batch_diagnostics([Outcome("p", False, True, ok, 1.0)] * 2)
-    >>> d["accept_rate_valid"], d["zero_spread_groups"]
-    (1.0, 1.0)
+    >>> d["accept_rate_valid"], zero_spread_shares([1.0, 1.0, 0.5, 1.0], ["p", "p", "q", "q"], [False] * 4)
+    (1.0, {'zero_spread_groups': 0.5, 'zero_spread_valid': 0.5})
 """
 
 from __future__ import annotations
@@ -62,13 +66,25 @@ def _share(hits: int, total: int) -> float | None:
     return hits / total if total else None
 
 
-def _zero_spread(outcomes: Sequence[Outcome]) -> float | None:
+def _zero_spread(rows: Sequence[tuple[str, float | None]]) -> float | None:
     groups: dict[str, list[float]] = defaultdict(list)
-    for o in outcomes:
-        if o.reward is not None:
-            groups[o.group].append(o.reward)
+    for group, reward in rows:
+        if reward is not None and reward == reward:  # None or NaN: no reward (a failed grade)
+            groups[group].append(reward)
     sized = [g for g in groups.values() if len(g) >= 2]  # one completion has no spread to measure
     return _share(sum(max(g) - min(g) < 1e-9 for g in sized), len(sized))
+
+
+def zero_spread_shares(totals: Sequence[float | None], groups: Sequence[str], flawed: Sequence[bool]
+                       ) -> dict[str, float]:
+    """The shares of GRPO groups without reward spread (module docstring), from each completion's total reward
+    (None or NaN: no reward, left out), its group and whether its proof is flawed; a share the batch cannot
+    give is left out."""
+    rows = list(zip(groups, totals, strict=True))
+    out = {"zero_spread_groups": _zero_spread(rows),
+           "zero_spread_valid": _zero_spread([r for r, f in zip(rows, flawed, strict=True) if not f]),
+           "zero_spread_flawed": _zero_spread([r for r, f in zip(rows, flawed, strict=True) if f])}
+    return {k: float(v) for k, v in out.items() if v is not None}
 
 
 def batch_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, float]:
@@ -83,9 +99,6 @@ def batch_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "accept_rate_valid": acc_valid,
         "accept_rate_flawed": acc_flawed,
         "discrimination": acc_valid - acc_flawed if valid and flawed else None,
-        "zero_spread_groups": _zero_spread(outcomes),
-        "zero_spread_valid": _zero_spread(valid),
-        "zero_spread_flawed": _zero_spread(flawed),
         "grader_failure": float(len(outcomes) - len(graded)),
     }
     for key in LEVEL_KEYS:

@@ -15,7 +15,8 @@ column is used when given; plain completion strings without either are taken as 
 They are picklable callable classes. `MetaVerifierReward(mode="structural")` is synchronous;
 with a judge (`mode="judge" | "hybrid"`) the constructor returns an `AsyncMetaVerifierReward`
 whose `__call__` is `async def`, which TRL's GRPOTrainer gathers with its other async rewards.
-`None` is a grader failure (TRL turns it into NaN and drops it); invalid verifier output is 0.
+`None` is a grader failure; invalid verifier output is 0. TRL drops a row only when every reward is None,
+so the GRPO trainer (`train/trainer.py`) drops every row whose grade failed (`grades = True` on the class).
 Per-level counts, invalid outputs and grader failures go to TRL's `log_metric` when given and
 are always kept in `self.counts`.
 
@@ -131,7 +132,13 @@ class MetaVerifierReward(TruncationMixin):
         judge_endpoint, judge_model: the judge's OpenAI-compatible base URL and model name.
         judge_kwargs: more `JudgeConfig` fields (concurrency, timeout_s, max_retries, cache_dir, ...).
         name: the name TRL logs the reward under (`rewards/<name>/mean`).
+
+    `grades = True` tells the GRPO trainer that this reward's None is a failed grade: the row then carries no
+    advantage whatever the other rewards say (`train/trainer.py`), since a row scored by `format` alone
+    would train as a wrong-polarity answer.
     """
+
+    grades = True
 
     def __new__(cls, mode: str = "structural", *args: Any, **kwargs: Any) -> MetaVerifierReward:
         if cls is MetaVerifierReward and mode in ("judge", "hybrid"):
@@ -198,7 +205,7 @@ class MetaVerifierReward(TruncationMixin):
                 raise ValueError("reward_scale balanced centres grades per proof: it needs the dataset column "
                                  "'proof_id' (or TRL's prompts) to group completions")
             scores = balance_groups(results, flawed, groups)
-        groups = groups or [str(i) for i in range(len(items))]  # ungrouped: no zero-spread share
+        groups = groups or [str(i) for i in range(len(items))]  # ungrouped: each completion its own group
         outcomes = [Outcome(g, f, _accepted(it), r, s, fam)
                     for it, r, s, (f, fam), g in zip(items, results, scores, facts, groups, strict=True)]
         log_diagnostics(batch_diagnostics(outcomes), log_metric)

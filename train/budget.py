@@ -3,8 +3,9 @@
 `time_budget_s` (ProofcheckScriptArguments) is the time the whole training process may take,
 counted from the process's start, so model loading, the vLLM engine start and the evaluation
 before the first step count too. After every step the callback predicts the end of the run if it
-took one more step: now + the median step so far + what follows the last step (the final held-out
-evaluation, as long as the last one took, and saving). When that passes the budget it stops
+took one more step: now + the median step so far + the uncertainty pool's refresh when that step begins
+with one (as long as the last refresh took) + what follows the last step (the final held-out evaluation, as
+long as the last one took, and saving). When that passes the budget it stops
 training at this step; `max_steps` stays the most it will ever run. The plan (steps run, step
 time, why it stopped) goes into the run summary and is printed as `[proofcheck] budget ...` lines.
 
@@ -40,8 +41,9 @@ class TimeBudgetCallback(TrainerCallback):
 
     def __init__(self, budget_s: float, eval_cb: Any = None, accelerator: Any = None,
                  clock: Any = process_age_s, save_reserve_s: float = SAVE_RESERVE_S,
-                 timer: Any = time.perf_counter) -> None:
+                 timer: Any = time.perf_counter, pool: Any = None) -> None:
         self.budget_s = budget_s
+        self.pool = pool  # an uncertainty pool: the next step may begin with its refresh
         self.eval_cb = eval_cb
         self.accelerator = accelerator
         self.clock = clock
@@ -74,7 +76,8 @@ class TimeBudgetCallback(TrainerCallback):
         self._t0 = None
         if state.global_step >= state.max_steps:
             return control
-        step = statistics.median(self.step_s)
+        # the next step, and the pool refresh it begins with (a refresh is not step time: StepTimer.exclude)
+        step = statistics.median(self.step_s) + (self.pool.next_refresh_s(state.global_step) if self.pool else 0.0)
         tail = self._last_full_eval_s() + self.save_reserve_s
         now = self.clock()
         # one more step, then the final evaluation and save, must fit in what is left

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from transformers import TrainerCallback
@@ -63,8 +64,9 @@ class VerifierEvalCallback(TrainerCallback):
     def __init__(self, trainer: Any, rows: list[dict], *, passes: int = 4, every_steps: int = 0,
                  max_new_tokens: int = 256, temperature: float = 1.0, batch_size: int = 4, seed: int = 0,
                  at_start: bool = False, constrain_format: bool = False, collectives: Any = None,
-                 curve_samples: int = 0):
+                 curve_samples: int = 0, grade: Callable[[dict, list[tuple[str, str]]], dict] = grade_row):
         self.trainer = trainer
+        self.grade = grade  # a row's passes -> its graded result (the uncertainty pool scores by the run's reward)
         # the learning curve: the periodic evaluations verify only the first `curve_samples` rows
         # (0 = all); the full ones (start, end) contribute the same rows' metrics to the curve
         self.curve_samples = curve_samples if 0 < curve_samples < len(rows) else len(rows)
@@ -146,7 +148,7 @@ class VerifierEvalCallback(TrainerCallback):
             passes = self._server(coll, part.indices)
         else:
             passes = self._transformers(coll, part.indices)
-        local = [(i, grade_row(self.rows[i], p)) for i, p in zip(part.indices[:part.real], passes, strict=False)]
+        local = [(i, self.grade(self.rows[i], p)) for i, p in zip(part.indices[:part.real], passes, strict=False)]
         return [r for _, r in sorted((x for got in coll.gather(local) for x in got), key=lambda t: t[0])]
 
     def _colocate(self, coll: Any, indices: list[int]) -> list[list[tuple[str, str]]]:

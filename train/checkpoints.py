@@ -110,7 +110,7 @@ def target_steps(training: Any, folder: str | Path) -> int | None:
 # What a checkpoint holds beside the model `Trainer.save_model` writes: optimizer, scheduler, RNG and
 # trainer state, our marker and history, DeepSpeed's and FSDP's sharded states.
 TRAINING_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json", "rng_state*.pth", MARKER,
-                  HISTORY, "latest", "zero_to_fp32.py", "global_step*", "pytorch_model_fsdp*", "optimizer_*")
+                  HISTORY, "proofcheck_uncertainty.json", "latest", "zero_to_fp32.py", "global_step*", "pytorch_model_fsdp*", "optimizer_*")
 _WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model*.safetensors", "pytorch_model*.bin")
 
 

@@ -380,11 +380,11 @@ def check_compatible(script: ProofcheckScriptArguments, training: Any, model: An
                         f"{training.per_device_train_batch_size} / num_generations {training.num_generations} = "
                         f"{prompts}: change either")
     if script.uncertainty_pool:
-        prompts = training.per_device_train_batch_size * training.gradient_accumulation_steps // max(
-            1, training.num_generations)
+        # the sampler's count: one generation batch of every process together (pool_queue.ChunkPlan)
+        prompts = training.generation_batch_size // max(1, training.num_generations)
         if script.uncertainty_pool <= prompts:
-            errs.append(f"uncertainty_pool={script.uncertainty_pool} is not larger than the {prompts} prompts of a step "
-                        "(per process): there is nothing to choose from; use at least twice as many")
+            errs.append(f"uncertainty_pool={script.uncertainty_pool} is not larger than the {prompts} prompts of a "
+                        "generation batch (all processes): there is nothing to choose from; use at least twice as many")
     if training.use_vllm and training.vllm_mode not in ("colocate", "server"):
         errs.append(f"vllm_mode={training.vllm_mode!r}: choose colocate or server")
     if errs:

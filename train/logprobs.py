@@ -19,29 +19,108 @@ text-only batch, computed as TRL did before the fused head and as our SFT warm-u
   tokens only;
 - the entropy (a logged metric unless an entropy bonus needs its gradient) without gradient.
 
-The loss, advantages and optimizer stay TRL's: the trainer subclass (`train/uncertainty.py`) calls this
-from its `_get_per_token_logps_and_entropies` and returns TRL's own method wherever this does not apply
-(not CPU, images, MoE aux loss, an entropy bonus). `tests/integration/test_grpo_logprobs.py` compares
-loss and gradients with TRL's path on the same batch.
+The head is TRL's (`trl.trainer.utils.add_fused_lm_head`): the logits are multiplied by the model's logit
+scale (Cohere `logit_scale`, Falcon-H1 `lm_head_multiplier`, Granite `1 / logits_scaling`, ...), soft-capped
+(Gemma 2/3 `final_logit_softcapping`), divided by the temperature; with `cast_lm_head_to_fp32` the projection
+runs in fp32 outside autocast (`HeadSpec`). While dropout is active (TRL keeps the model's dropout unless
+`disable_dropout`; peft's `lora_dropout` 0.05 by default), every row is forwarded with its own prompt, so each
+row draws its own dropout masks as in TRL's batch, never one prompt mask for a whole group.
+
+The loss, advantages and optimizer stay TRL's: the trainer subclass (`train/trainer.py`) calls this from its
+`_get_per_token_logps_and_entropies` and returns TRL's own method wherever this does not apply (not CPU,
+images, MoE aux loss, an entropy bonus, parameters sharded by FSDP or ZeRO-3: there every rank must run the
+same number of forwards, and this path's count depends on the batch's prompts). `tests/integration/
+test_grpo_logprobs.py` compares log-probabilities, loss and gradients with TRL's path, in fp32 and bf16, on a
+model with a logit scale and a soft cap, and a whole training run with gradient accumulation, several steps
+per generation, several iterations and a KL term.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 
-def applies(device_type: str, compute_aux_loss: bool, entropy_grad: bool, extra_inputs: dict[str, Any]) -> bool:
-    """Whether `completion_logps` can stand in for TRL's fused head: CPU, text only (every multimodal input
-    None), no MoE aux loss, no entropy gradient (TRL's entropy bonus).
+@dataclass(frozen=True)
+class HeadSpec:
+    """What TRL's fused head does to the projected logits: `logits * scale`, then `softcap * tanh(z / softcap)`
+    when `softcap` is set, then `/ temperature`; `fp32`: project in float32 outside autocast."""
 
-    >>> applies("cpu", False, False, {"pixel_values": None})
+    scale: float = 1.0
+    softcap: float | None = None
+    fp32: bool = False
+
+    @classmethod
+    def of(cls, config: Any, cast_lm_head_to_fp32: bool = False) -> HeadSpec:
+        """The head of a model with `config`, read as TRL 1.16's `add_fused_lm_head` reads it.
+
+        >>> from types import SimpleNamespace as NS
+        >>> HeadSpec.of(NS(get_text_config=lambda: NS(logits_scaling=4.0, model_type="granite")))
+        HeadSpec(scale=0.25, softcap=None, fp32=False)
+        """
+        text = config.get_text_config()
+        scale = getattr(text, "logit_scale", None)
+        for name in ("output_multiplier", "lm_head_multiplier"):
+            scale = getattr(text, name, None) if scale is None else scale
+        if scale is None and getattr(text, "logits_scaling", None) is not None:
+            scale = text.logits_scaling if text.model_type == "hyperclovax" else 1 / text.logits_scaling
+        return cls(1.0 if scale is None else float(scale), getattr(text, "final_logit_softcapping", None),
+                   bool(cast_lm_head_to_fp32))
+
+    def log_softmax(self, lm_head: Any, hidden: Any, temperature: float) -> Any:
+        """fp32 log-probabilities over the vocabulary at `hidden` (rows of final hidden states)."""
+        import torch
+
+        if self.fp32:
+            with torch.autocast(hidden.device.type, enabled=False):
+                z = torch.nn.functional.linear(hidden.float(), lm_head.weight.float(),
+                                               None if lm_head.bias is None else lm_head.bias.float())
+        else:
+            z = lm_head(hidden).float()
+        if self.scale != 1.0:
+            z = z * self.scale
+        if self.softcap is not None:
+            z = self.softcap * torch.tanh(z / self.softcap)
+        return (z / temperature).log_softmax(-1)
+
+
+def dropout_active(model: Any) -> bool:
+    """Whether a forward of `model` now draws dropout masks (a dropout module with p > 0 in training mode)."""
+    import torch
+
+    return any(isinstance(m, torch.nn.Dropout) and m.p > 0 and m.training for m in model.modules())
+
+
+def sharded_parameters(accelerator: Any) -> bool:
+    """Whether the model's parameters are sharded across ranks (FSDP, DeepSpeed ZeRO-3): every forward is then a
+    collective, and every rank must run as many as the others."""
+    from accelerate.utils import DistributedType
+
+    if accelerator.distributed_type == DistributedType.FSDP:
+        return True
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    return accelerator.distributed_type == DistributedType.DEEPSPEED and plugin is not None and \
+        int(plugin.zero_stage) == 3
+
+
+def why_not(device_type: str, compute_aux_loss: bool, entropy_grad: bool, extra_inputs: dict[str, Any],
+            sharded: bool = False) -> str | None:
+    """None when `completion_logps` can stand in for TRL's fused head, else why it steps aside: it needs the
+    CPU, text only (every multimodal input None), no MoE aux loss, no entropy gradient (TRL's entropy bonus)
+    and unsharded parameters.
+
+    >>> why_not("cpu", False, False, {"pixel_values": None}) is None
     True
-    >>> applies("cuda", False, False, {})
-    False
+    >>> why_not("cuda", False, False, {})
+    'the device is cuda, not the CPU'
     """
-    return (device_type == "cpu" and not compute_aux_loss and not entropy_grad
-            and all(v is None for v in extra_inputs.values()))
+    reasons = [("the device is " + device_type + ", not the CPU", device_type != "cpu"),
+               ("the model has a MoE aux loss", compute_aux_loss),
+               ("an entropy bonus needs the entropy's gradient", entropy_grad),
+               ("the batch has multimodal inputs", any(v is not None for v in extra_inputs.values())),
+               ("the parameters are sharded (FSDP / ZeRO-3): every rank must run the same forwards", sharded)]
+    return next((why for why, hit in reasons if hit), None)
 
 
 def chunk_span(attention_mask: Any, prompt_cols: int) -> tuple[int, int]:
@@ -65,7 +144,8 @@ def chunk_span(attention_mask: Any, prompt_cols: int) -> tuple[int, int]:
 
 def completion_logps(model: Any, lm_head: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int, *,
                      rows: int, temperature: float, autocast: Callable[[], Any],
-                     compute_entropy: bool, share_prompt: bool = True) -> tuple[Any, Any]:
+                     compute_entropy: bool, share_prompt: bool = True,
+                     head: HeadSpec = HeadSpec()) -> tuple[Any, Any]:
     """(log-probabilities, entropies or None) of the last `logits_to_keep` tokens of each row, both
     (batch, logits_to_keep) float32 and 0 where `attention_mask` is 0, as TRL's fused head gives them.
 
@@ -74,13 +154,15 @@ def completion_logps(model: Any, lm_head: Any, input_ids: Any, attention_mask: A
     A chunk whose rows are only right-padded (a group sharing its prompt) runs without an attention mask:
     causal attention already keeps every real token from the padding after it, and the model then takes
     the causal kernel instead of a materialised mask (half the attention blocks on CPU). With `share_prompt`,
-    such a chunk whose rows carry one prompt forwards that prompt once (`shared_prompt_hidden`).
+    such a chunk whose rows carry one prompt forwards that prompt once (`shared_prompt_hidden`), unless dropout
+    is active (each row then draws its own masks, as in TRL's batch). `head`: the model's logit transform.
     """
     import torch
     import torch.nn.functional as F
     from torch.profiler import record_function
 
     prompt_cols = input_ids.size(1) - logits_to_keep
+    share_prompt = share_prompt and not dropout_active(model)
     perm = by_prompt(input_ids[:, :prompt_cols], attention_mask[:, :prompt_cols])
     input_ids, attention_mask = input_ids[perm], attention_mask[perm]
     logps, entropies = [], []
@@ -102,7 +184,7 @@ def completion_logps(model: Any, lm_head: Any, input_ids: Any, attention_mask: A
                 # positions that predict each completion token
                 hidden = out.hidden_states[-1][:, prompt_cols - first - 1:end - first - 1][mask]
             with record_function("logprobs: vocab"):  # a range benchmarks/train_real.py --profile reads
-                logp = (lm_head(hidden).float() / temperature).log_softmax(-1)
+                logp = head.log_softmax(lm_head, hidden, temperature)
         token_logp = logp.gather(-1, ids[:, prompt_cols:end][mask].unsqueeze(-1)).squeeze(-1)
         pad = (0, logits_to_keep - mask.size(1))
         logps.append(F.pad(token_logp.new_zeros(mask.shape).masked_scatter(mask, token_logp), pad))

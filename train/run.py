@@ -83,9 +83,10 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
                            packed=script.vllm_cpu_packed_kernels)
     training.model_init_kwargs = _model_init_kwargs(training, model_args)
     eval_ds = to_dataset(data.eval) if data.eval and training.eval_strategy != "no" else None
-    from proofcheck.train.uncertainty import trainer_class
+    from proofcheck.train.trainer import trainer_class
 
-    # GRPOTrainer with the uncertainty pool's sampler and, on CPU, completion-only log-probs (train/logprobs.py)
+    # GRPOTrainer: a failed grade never a score, the uncertainty pool's sampler, on CPU completion-only
+    # log-probs (train/logprobs.py)
     trainer_cls = trainer_class()
     trainer = trainer_cls(model=model_args.model_name_or_path, reward_funcs=rewards, args=training,
                           train_dataset=to_dataset(data.train), eval_dataset=eval_ds,
@@ -111,20 +112,23 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
     trainer.add_callback(timer)
     if eval_cb is not None:
         timer.exclude(eval_cb, "evaluate")  # an evaluation inside a step is not the step's time
-    if script.uncertainty_pool:  # after the timer: its seconds are the pool's own (`uncertainty` in the summary)
+    if script.uncertainty_pool:  # its seconds are the pool's own (`uncertainty` in the summary), not a step's
+        from proofcheck.train.pool_queue import ChunkPlan
         from proofcheck.train.uncertainty import UncertaintyPool
 
         trainer.uncertainty = UncertaintyPool(
             trainer, data.train, pool=script.uncertainty_pool, passes=script.uncertainty_passes,
-            every=script.uncertainty_every, prompts_per_step=training.generation_batch_size // training.num_generations,
-            balanced=script.balanced_batches, seed=training.seed, max_new_tokens=training.max_completion_length,
-            temperature=training.temperature, batch_size=script.eval_batch_size)
+            every=script.uncertainty_every, plan=ChunkPlan.of(training), balanced=script.balanced_batches,
+            seed=training.seed, max_new_tokens=training.max_completion_length, temperature=training.temperature,
+            batch_size=script.eval_batch_size)
         trainer.add_callback(trainer.uncertainty)
+        timer.exclude(trainer.uncertainty, "refresh")
     trainer.add_callback(CheckpointCallback(trainer, history, eval_cb))  # after the history and eval callbacks
     if script.time_budget_s is not None:
         from proofcheck.train.budget import TimeBudgetCallback
 
-        trainer.budget = TimeBudgetCallback(script.time_budget_s, eval_cb, trainer.accelerator)
+        trainer.budget = TimeBudgetCallback(script.time_budget_s, eval_cb, trainer.accelerator,
+                                            pool=trainer.uncertainty)
         trainer.add_callback(trainer.budget)
     return trainer, history, eval_cb, timer
 
@@ -170,6 +174,9 @@ def train(script: ProofcheckScriptArguments, training: Any, model_args: Any,
     acc = trainer.accelerator
     if resume:
         restore_history(resume, history, eval_cb)
+        if trainer.uncertainty is not None and not trainer.uncertainty.restore(resume):
+            acc.print(f"[proofcheck] warning: {resume} holds no uncertainty pool state; the pool starts afresh "
+                      "(the prompts after this resume differ from an uninterrupted run's)")
     if msg := start_style_mismatch(getattr(model_args, "model_name_or_path", None), data.prompt_style):
         acc.print(f"[proofcheck] warning: {msg}")
     acc.print(f"[proofcheck] train rows {len(data.train)} {data.train_counts}, eval rows {len(data.eval)}, "

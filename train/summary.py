@@ -26,6 +26,16 @@ def generation_backend(training: Any) -> str:
     return f"vllm-{training.vllm_mode}" if training.use_vllm else "transformers"
 
 
+def pool_record(pool: Any) -> dict[str, Any] | None:
+    """The uncertainty pool's refreshes and where the prompts it served came from (None: no pool)."""
+    if pool is None:
+        return None
+    trained = pool.plan.trained_chunks()
+    draws = [d for d in pool.queues.draws if trained is None or d["chunk"] < trained]  # not the one drawn ahead
+    return {"refreshes": pool.history, "chunks": len(draws), "queued_rows": sum(d["queued"] for d in draws),
+            "fallback_rows": sum(d["fallback"] for d in draws), "resumed_from": pool.restored_from}
+
+
 def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, saved: dict[str, str],
                  resume: str | None, train_metrics: dict[str, Any], step_split: dict[str, float] | None = None
                  ) -> dict[str, Any]:
@@ -43,7 +53,8 @@ def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, s
         "final_reward": rewards[-1][1] if rewards else None,
         "rewards": [{"step": s, "reward": r} for s, r in rewards],
         "step_diagnostics": history.diagnostics,  # per step: accept rates, level mix, zero-spread groups, length
-        "uncertainty": pool.history if (pool := getattr(trainer, "uncertainty", None)) is not None else None,
+        "uncertainty": pool_record(getattr(trainer, "uncertainty", None)),
+        "grader_failure_rows": getattr(trainer, "grader_failure_rows", 0),  # rows left without advantage
         "eval": eval_cb.history[-1] if eval_cb is not None and eval_cb.history else None,
         "eval_history": eval_cb.history if eval_cb is not None else [],
         "curve": eval_cb.curve if eval_cb is not None else [],

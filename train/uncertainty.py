@@ -11,30 +11,45 @@ avoid that, the way `proofcheck data select` picks proofs for annotation (passes
   process), and grades them;
 - it ranks them by disagreement: first those whose passes differ (in outcome: accept / reject /
   invalid, or in graded score), then by how evenly their passes split between accept and reject;
+- a pass's score is the run's own reward (every reward function of the trainer, with its weights:
+  `RunReward`), so "disagree" means what GRPO's advantage sees, whatever `reward_scale` or mix the run uses;
 - the top ones go to a queue that `UncertaintySampler` (TRL's `RepeatSampler` layout: each prompt
-  `num_generations` times, `repeat_count` times a batch) serves before the dataset's own order. With
+  `num_generations` times, `repeat_count` times a chunk) serves before the dataset's own order. With
   `balanced_batches` the queue keeps valid/flawed pairs, so batches stay half valid.
 
-The sampler is TRL's only by subclassing `GRPOTrainer._get_train_sampler` (`trainer_class`); the loop,
-generation, loss and optimizer stay TRL's. The DataLoader draws one batch ahead, so a refresh after step
-t (made when step t + 1 begins) shapes the batches from step t + 2. Each refresh's numbers (seconds, share of the pool with a
-signal) go to `history` and the run summary (`uncertainty`).
+The sampler is TRL's only by subclassing `GRPOTrainer._get_train_sampler` (`train/trainer.py`); the loop,
+generation, loss and optimizer stay TRL's. What the sampler serves is counted in chunks (one generation
+batch, `pool_queue.ChunkPlan`), not in time: the Trainer fetches a step's batches before the step begins and
+the DataLoader one batch ahead, so a refresh serves the chunks from the first one not yet drawn, and it
+queues exactly as many as will be drawn until the next refresh (none served from the fallback order while
+the pool has rows). The queues are saved with each checkpoint and restored on resume (`pool_queue.
+PoolQueues`), so a resumed run trains on the same prompts as an uninterrupted one. Each refresh's numbers
+(seconds, share of the pool with a signal, the chunks it serves) go to `history` and the run summary
+(`uncertainty`); its time is not a step's (`StepTimer.exclude`), and the time budget counts the next one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
 import time
-from collections import deque
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from proofcheck.io import write_json_atomic
+from proofcheck.train.pool_queue import ChunkPlan, PoolQueues
+
+POOL_FILE = "proofcheck_uncertainty.json"  # the pool's state in a checkpoint folder
+
 
 def disagreement(result: dict[str, Any]) -> tuple[bool, float, float]:
-    """How uncertain the model is on one graded row (`eval_generation.grade_row`): (its passes differ in outcome
-    or score, 1 - |2 x accept share - 1|, score spread). Higher sorts first.
+    """How uncertain the model is on one graded row (`eval_generation.grade_row`, each trial's `score` the run's
+    reward: `RunReward`): (its passes differ in outcome or score, 1 - |2 x accept share - 1|, score spread).
+    Higher sorts first; a pass whose grade failed (score None) adds no spread.
 
     >>> disagreement({"trials": [{"outcome": "accept", "score": 1.0}, {"outcome": "reject", "score": 0.0}]})
     (True, 1.0, 1.0)
@@ -63,30 +78,83 @@ def rank_rows(results: list[dict[str, Any]], indices: list[int], balanced: bool)
     return [i for pair in zip(valid, flawed, strict=False) for i in pair]
 
 
+class RunReward:
+    """The run's total reward for verification passes of one training row: every reward function of the trainer
+    (async ones on its event loop) with its weight, on the row's dataset columns; None where a grade failed
+    (a function marked `grades = True` returned None), as GRPO would leave that row out. Reward counters are
+    left as they were: the pool's passes are not training completions."""
+
+    def __init__(self, trainer: Any) -> None:
+        import torch
+
+        if any(isinstance(fn, torch.nn.Module) for fn in trainer.reward_funcs):
+            raise ValueError("uncertainty_pool ranks proofs by the run's reward functions; a reward model "
+                             "(nn.Module) is not supported: set uncertainty_pool: 0")
+        self.trainer = trainer
+
+    def _call(self, fn: Any, completions: list[Any], columns: dict[str, list[Any]]) -> list[float | None]:
+        counts = getattr(fn, "counts", None)
+        kept = counts.copy() if counts is not None else None
+        try:
+            out = fn(completions=completions, **columns)
+            if asyncio.iscoroutine(out):
+                out = asyncio.run_coroutine_threadsafe(out, self.trainer.async_loop).result()
+        finally:
+            if kept is not None:
+                fn.counts = kept
+        return list(out)
+
+    def __call__(self, row: dict[str, Any], passes: list[tuple[str, str]]) -> list[float | None]:
+        n = len(passes)
+        columns = {k: [v] * n for k, v in row.items() if k not in ("completion", "completion_ids")}
+        columns["prompts"] = columns.pop("prompt", [None] * n)
+        columns["finish_reason"] = [finish for _, finish in passes]
+        columns["trainer_state"] = self.trainer.state
+        conversational = isinstance(row.get("prompt"), list)
+        completions = [[{"role": "assistant", "content": text}] if conversational else text for text, _ in passes]
+        totals: list[float | None] = [0.0] * n
+        weights = self.trainer.reward_weights.tolist()
+        for fn, weight in zip(self.trainer.reward_funcs, weights, strict=True):
+            for i, r in enumerate(self._call(fn, completions, columns)):
+                if r is None or r != r:
+                    totals[i] = None if getattr(fn, "grades", False) else totals[i]
+                elif totals[i] is not None:
+                    totals[i] += weight * r
+        return totals
+
+
 class UncertaintyPool(TrainerCallback):
     """Refreshes the queue of uncertain training rows during GRPO (see the module docstring)."""
 
     def __init__(self, trainer: Any, rows: list[dict[str, Any]], *, pool: int, passes: int, every: int,
-                 prompts_per_step: int, balanced: bool, seed: int, max_new_tokens: int, temperature: float,
+                 plan: ChunkPlan, balanced: bool, seed: int, max_new_tokens: int, temperature: float,
                  batch_size: int) -> None:
         from proofcheck.train.callbacks import VerifierEvalCallback
 
-        self.rows, self.pool, self.every, self.balanced = rows, pool, every, balanced
-        self.wanted = (every + 1) * prompts_per_step  # until the next refresh, and the batch drawn ahead
+        self.rows, self.pool, self.every, self.balanced, self.plan = rows, pool, every, balanced, plan
+        reward = RunReward(trainer)
         self.verifier = VerifierEvalCallback(trainer, [], passes=passes, max_new_tokens=max_new_tokens,
-                                             temperature=temperature, batch_size=batch_size, seed=seed + 104729)
+                                             temperature=temperature, batch_size=batch_size, seed=seed + 104729,
+                                             grade=lambda row, p: _scored(row, p, reward))
         self.order = _candidate_order(rows, balanced, seed)
         self.cursor = 0
-        self.queue: deque[int] = deque()
+        self.queues = PoolQueues(self.order)
         self.history: list[dict[str, Any]] = []
+        self.restored_from: str | None = None
 
     def _next_candidates(self) -> list[int]:
         out = [self.order[(self.cursor + i) % len(self.order)] for i in range(min(self.pool, len(self.order)))]
         self.cursor = (self.cursor + len(out)) % len(self.order)
         return out
 
-    def refresh(self, step: int) -> dict[str, Any]:
-        """Verify the next pool of rows now (every process) and queue the most uncertain ones."""
+    def refresh(self, step: int) -> dict[str, Any] | None:
+        """Verify the next pool of rows now (every process) and queue the most uncertain ones for the chunks
+        drawn until the next refresh; None (nothing verified) when those chunks would all come after the
+        run's last step."""
+        first = self.queues.drawn
+        wanted = self.plan.chunks_until(first, step + self.every) * self.plan.prompts_per_chunk
+        if wanted <= 0:
+            return None
         trainer = self.verifier.trainer
         t0 = time.perf_counter()
         was_training = trainer.model.training
@@ -97,27 +165,61 @@ class UncertaintyPool(TrainerCallback):
         finally:
             if was_training:
                 trainer.model.train()
-        ranked = rank_rows(results, candidates, self.balanced)
-        self.queue = deque(ranked[:self.wanted])
+        queued = rank_rows(results, candidates, self.balanced)[:wanted]
+        self.queues.add(first, queued)
         signal = sum(disagreement(r)[0] for r in results)
         entry = {"step": step, "seconds": round(time.perf_counter() - t0, 3), "pool": len(candidates),
                  "with_signal": signal, "signal_share": round(signal / max(1, len(candidates)), 4),
-                 "queued": len(self.queue), "selected": [self.rows[i].get("proof_id") for i in self.queue]}
+                 "from_chunk": first, "wanted": wanted, "queued": len(queued),
+                 "selected": [self.rows[i].get("proof_id") for i in queued]}
         self.history.append(entry)
         return entry
 
-    def take(self) -> int | None:
-        """The next queued row, or None when the queue is empty (the sampler then uses its own order)."""
-        return self.queue.popleft() if self.queue else None
+    def due(self, global_step: int) -> bool:
+        """Whether the step after `global_step` begins with a refresh."""
+        return global_step > 0 and global_step % self.every == 0 and \
+            self.plan.chunks_until(self.queues.drawn, global_step + self.every) > 0
+
+    def next_refresh_s(self, global_step: int) -> float:
+        """Seconds the next step will spend on a refresh before it trains (the last refresh's, or 0)."""
+        return float(self.history[-1]["seconds"]) if self.history and self.due(global_step) else 0.0
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.refresh(state.global_step)
+        if self.restored_from is None:
+            self.refresh(state.global_step)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        # at the start of the step after every `every`-th: a run that ends there (max_steps, a time budget)
-        # never pays for a pool it would not train on
-        if state.global_step and state.global_step % self.every == 0:
+        if self.due(state.global_step):
             self.refresh(state.global_step)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and folder.is_dir():  # before CheckpointCallback lists the files
+            chunk = self.plan.chunk_of_step(state.global_step + 1)
+            write_json_atomic(folder / POOL_FILE, {"cursor": self.cursor, "history": self.history,
+                                                   **self.queues.state_at(chunk)})
+
+    def restore(self, checkpoint: str | Path) -> bool:
+        """Take the pool's state from `checkpoint` (False when it holds none: a checkpoint of a run without
+        the pool, or of an older version; the pool then starts afresh at train begin)."""
+        p = Path(checkpoint) / POOL_FILE
+        if not p.is_file():
+            return False
+        saved = json.loads(p.read_text(encoding="utf-8"))
+        self.cursor, self.history = int(saved["cursor"]), list(saved["history"])
+        self.queues.restore(saved)
+        self.restored_from = str(checkpoint)
+        return True
+
+
+def _scored(row: dict[str, Any], passes: list[tuple[str, str]], reward: RunReward) -> dict[str, Any]:
+    """`grade_row` with each trial's score the run's reward (None where its grade failed)."""
+    from proofcheck.train.eval_generation import grade_row
+
+    result = grade_row(row, passes)
+    for trial, score in zip(result["trials"], reward(row, passes), strict=True):
+        trial["score"] = score
+    return result
 
 
 def _candidate_order(rows: list[dict[str, Any]], balanced: bool, seed: int) -> list[int]:
@@ -135,8 +237,8 @@ def _candidate_order(rows: list[dict[str, Any]], balanced: bool, seed: int) -> l
 
 
 class UncertaintySampler:
-    """TRL's `RepeatSampler` layout over prompts taken from an `UncertaintyPool`'s queue first, then from
-    the dataset's own order: each batch of `batch_size` prompts is yielded `repeat_count` times, each
+    """TRL's `RepeatSampler` layout over chunks drawn from an `UncertaintyPool`'s queues (its queued rows first,
+    then the dataset's own order): each chunk of `batch_size` prompts is yielded `repeat_count` times, each
     prompt `mini_repeat_count` times in a row. As long as RepeatSampler's epoch; the same on every process
     (the pool's refreshes are)."""
 
@@ -149,54 +251,10 @@ class UncertaintySampler:
         return (self.num_samples // self.batch_size) * self.batch_size * self.mini_repeat_count * self.repeat_count
 
     def __iter__(self) -> Iterator[int]:
-        fallback = iter(self.pool.order * (1 + self.num_samples // max(1, len(self.pool.order))))
-        for _ in range(self.num_samples // self.batch_size):
-            chunk = []
-            for _ in range(self.batch_size):
-                nxt = self.pool.take()
-                chunk.append(nxt if nxt is not None else next(fallback))
+        chunks = self.num_samples // self.batch_size
+        start = self.pool.queues.epoch_start(chunks)
+        for k in range(start, start + chunks):
+            chunk = self.pool.queues.chunk(k, self.batch_size)
             for _ in range(self.repeat_count):
                 for index in chunk:
                     yield from [index] * self.mini_repeat_count
-
-
-def trainer_class() -> type:
-    """GRPOTrainer whose training sampler is an `UncertaintySampler` when `trainer.uncertainty` is set, and
-    whose log-probabilities are computed at the completion tokens only on CPU when `trainer.completion_logits`
-    is set (`train/logprobs.py`; TRL's own method everywhere else)."""
-    from trl import GRPOTrainer
-
-    class UncertaintyGRPOTrainer(GRPOTrainer):
-        uncertainty: UncertaintyPool | None = None
-        completion_logits: bool = False   # the recipes' `completion_logits` (train/run.py sets it)
-        share_prompt: bool = True         # the recipes' `completion_logits_shared_prompt`
-        flush_denormal: bool | None = None  # whether train/run.py flushed denormals (None: not asked)
-
-        def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, attention_mask: Any,
-                                               logits_to_keep: int, batch_size: int | None = None,
-                                               compute_entropy: bool = False, compute_aux_loss: bool = False,
-                                               **extra: Any) -> tuple[Any, Any, Any]:
-            from proofcheck.train.logprobs import applies, completion_logps
-
-            if not (self.completion_logits and applies(input_ids.device.type, compute_aux_loss,
-                                                       self._entropy_bonus_enabled, extra)):
-                return super()._get_per_token_logps_and_entropies(
-                    model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
-                    compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **extra)
-            lm_head = self.accelerator.unwrap_model(model).get_output_embeddings()
-            logps, entropies = completion_logps(model, lm_head, input_ids, attention_mask, logits_to_keep,
-                                                rows=min(batch_size or self.num_generations, self.num_generations),
-                                                temperature=self.temperature, autocast=self.accelerator.autocast,
-                                                compute_entropy=compute_entropy,
-                                                share_prompt=self.share_prompt and not self.args.gradient_checkpointing)
-            return logps, entropies, None
-
-        def _get_train_sampler(self, dataset: Any = None) -> Any:
-            if self.uncertainty is None:
-                return super()._get_train_sampler(dataset)
-            dataset = dataset if dataset is not None else self.train_dataset
-            return UncertaintySampler(self.uncertainty, len(dataset), self.num_generations,
-                                      self.args.generation_batch_size // self.num_generations,
-                                      self.num_iterations * self.args.steps_per_generation)
-
-    return UncertaintyGRPOTrainer

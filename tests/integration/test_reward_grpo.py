@@ -105,3 +105,68 @@ def test_grpo_two_steps_with_our_rewards(tiny_model: Path, tmp_path: Path, judge
     # every completion was graded by each reward (4 completions a step, 2 steps), none by a failed grader
     assert sum(meta.counts.values()) == sum(fmt.counts.values()) == sum(hybrid.counts.values()) == 8
     assert meta.counts["grader_failure"] == 0 and hybrid.counts["grader_failure"] == 0
+
+
+def test_a_failed_grade_gives_its_row_no_advantage(tiny_model: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48: a judge that errors on some rows. TRL drops a row only when every reward is None; `format`
+    never is, so on its own TRL would train such a row as 0.2 x format (a wrong-polarity answer's reward) and
+    give it an advantage. Our trainer (train/trainer.py) leaves it out: advantage exactly 0, not in its group's
+    mean, counted; the other rows of the group keep TRL's advantages over the rows that were graded."""
+    from trl import GRPOConfig
+
+    from proofcheck.train.trainer import trainer_class
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    broken = [FLAWED[0]["problem"], FLAWED[1]["problem"]]  # the judge fails for these proofs, answers the others
+
+    def responder(req: dict[str, Any], i: int) -> Reply:
+        text = req["messages"][-1]["content"]
+        return Reply(status=500) if any(p in text for p in broken) else Reply("<level>BASIC_MATCH</level>")
+
+    with ScriptedServer(responder) as judge:
+        hybrid = MetaVerifierReward(mode="hybrid", judge_endpoint=judge.url, judge_model="judge", max_retries=1,
+                                    backoff_base_s=0.01)
+        fmt = FormatReward()
+        args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, report_to="none", max_steps=4,
+                          per_device_train_batch_size=4, num_generations=4, max_completion_length=96,
+                          logging_steps=1, save_strategy="no", seed=0, reward_weights=[1.0, 0.2],
+                          shuffle_dataset=False)
+        trainer = trainer_class()(model=str(tiny_model), reward_funcs=[hybrid, fmt], args=args,
+                                  train_dataset=tiny_dataset(), rollout_func=rollout)
+        for fn in (hybrid, fmt):
+            fn.configure_truncation(trainer.eos_token_ids, args.max_completion_length)
+        seen: list[tuple[Any, Any]] = []
+        score = trainer._generate_and_score_completions
+        calc = trainer._calculate_rewards
+
+        def rewards_then(*a: Any, **k: Any) -> Any:
+            out = calc(*a, **k)
+            seen.append((out.clone(), None))
+            return out
+
+        def scored(*a: Any, **k: Any) -> Any:
+            out = score(*a, **k)
+            seen[-1] = (seen[-1][0], out["advantages"].clone())
+            return out
+
+        trainer._calculate_rewards, trainer._generate_and_score_completions = rewards_then, scored
+        trainer.train()
+    assert len(seen) == 4  # one prompt (4 completions) a step, the four flawed proofs in order
+    # completions: accept (WRONG_POLARITY, format 1), reject at f, reject elsewhere (both judged), invalid
+    for step, (rewards, adv) in enumerate(seen):
+        failed = FLAWED[step]["problem"] in broken
+        assert rewards[1:3].isnan().all().item() is failed  # both judged rows, every reward function
+        assert not rewards[[0, 3]].isnan().any()            # unjudged rows keep their rewards
+        totals = rewards[:, 0] + 0.2 * rewards[:, 1]
+        kept = [0, 3] if failed else [0, 1, 2, 3]
+        mean, std = totals[kept].mean(), totals[kept].std()
+        for i in range(4):
+            expected = (totals[i] - mean) / (std + 1e-4) if i in kept else 0.0
+            assert adv[i].item() == pytest.approx(float(expected), abs=1e-5), (step, i)
+    assert trainer.grader_failure_rows == 4  # two rows in each of two steps
+    logged = [h["checking/grader_failure_rows"] for h in trainer.state.log_history if "checking/grader_failure_rows" in h]
+    assert logged == [2.0, 2.0, 0.0, 0.0]
+    # zero-spread on the total reward: every group here has spread (accept 0.2 vs invalid 0)
+    assert all(h["checking/zero_spread_groups"] == 0.0 for h in trainer.state.log_history
+               if "checking/zero_spread_groups" in h)

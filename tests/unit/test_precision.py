@@ -204,6 +204,23 @@ def test_time_budget_counts_the_final_full_evaluation_not_the_last_curve_point()
     assert cb.step_s[:3] == [10.0, 7.0, 10.0]  # the step's 10 s less the 3 s curve point inside it
 
 
+def test_time_budget_counts_the_pool_refresh_the_next_step_begins_with() -> None:
+    """The uncertainty pool refreshes at the beginning of every 2nd step (30 s, not step time): the forecast
+    after step k adds it when step k + 1 begins with one, so the run stops before a refresh would pass the
+    budget, where it stopped after step 8 without the pool."""
+    from proofcheck.train import budget as budget_mod
+
+    pool = SimpleNamespace(next_refresh_s=lambda global_step: 30.0 if global_step % 2 == 0 else 0.0)
+    ticks = iter([0.0, 10.0] * 20)
+    clock = _Clock()
+    cb = budget_mod.TimeBudgetCallback(200.0, SimpleNamespace(timeline=[("full", 40.0)]), clock=clock,
+                                       save_reserve_s=20.0, timer=lambda: next(ticks), pool=pool)
+    # after step k the clock says 60 + 10k; after an even step the next one begins with the refresh:
+    # after step 4: 100 + 30 + 10 + 60 = 200 fits; after step 5: 110 + 10 + 60 fits; after step 6: 120 + 30 +
+    # 10 + 60 = 220 does not
+    assert _run_budget(cb, clock) == [6]
+
+
 def test_time_budget_never_stops_the_last_step_or_a_run_that_fits() -> None:
     from proofcheck.train import budget as budget_mod
 

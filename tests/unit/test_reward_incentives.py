@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from proofcheck.parsing import format_verdict
-from proofcheck.reward.diagnostics import Outcome, batch_diagnostics
+from proofcheck.reward.diagnostics import Outcome, batch_diagnostics, zero_spread_shares
 from proofcheck.reward.functions import MetaVerifierReward, balance_groups
 from proofcheck.reward.levels import INCENTIVES, GradeResult, Level, indifference_belief, invalid_result
 
@@ -102,8 +102,7 @@ def test_the_batch_diagnostics_reach_log_metric() -> None:
     assert logged["checking/level/BASIC_MATCH"] == 0.0
     assert logged["checking/level/WRONG_POLARITY"] == pytest.approx(2 / 8)
     assert logged["checking/level/invalid"] == pytest.approx(1 / 8)
-    assert logged["checking/zero_spread_groups"] == 0.0  # both groups have spread
-    assert logged["checking/zero_spread_valid"] == logged["checking/zero_spread_flawed"] == 0.0
+    assert not any("zero_spread" in k for k in logged)  # the trainer's, on the total reward (train/trainer.py)
     # rewards by family: linear (flawed) 1.25 / 4; parity (valid) 3 / 4
     assert logged["checking/reward_family/linear"] == pytest.approx(0.3125)
     assert logged["checking/reward_family/parity"] == pytest.approx(0.75)
@@ -120,11 +119,10 @@ def _o(group: str, flawed: bool, accepted: bool, level: Level | None, reward: fl
     # two groups of two, one without spread (both 1.0): half the groups teach nothing
     ([_o("a", False, True, Level.EXACT_MATCH, 1.0), _o("a", False, True, Level.EXACT_MATCH, 1.0),
       _o("b", True, False, Level.POOR_MATCH, 0.25), _o("b", True, True, Level.WRONG_POLARITY, 0.0)],
-     {"zero_spread_groups": 0.5, "zero_spread_valid": 1.0, "zero_spread_flawed": 0.0,
-      "accept_rate_valid": 1.0, "accept_rate_flawed": 0.5, "discrimination": 0.5, "level/EXACT_MATCH": 0.5, "level/POOR_MATCH": 0.25, "level/WRONG_POLARITY": 0.25, "level/invalid": 0.0}),
-    # all invalid on flawed proofs: no valid proofs -> no accept_rate_valid key; zero spread everywhere
+     {"accept_rate_valid": 1.0, "accept_rate_flawed": 0.5, "discrimination": 0.5, "level/EXACT_MATCH": 0.5, "level/POOR_MATCH": 0.25, "level/WRONG_POLARITY": 0.25, "level/invalid": 0.0}),
+    # all invalid on flawed proofs: no valid proofs -> no accept_rate_valid key
     ([_o("a", True, False, None, 0.0), _o("a", True, False, None, 0.0)],
-     {"zero_spread_groups": 1.0, "zero_spread_flawed": 1.0, "accept_rate_flawed": 0.0, "level/invalid": 1.0}),
+     {"accept_rate_flawed": 0.0, "level/invalid": 1.0}),
     # a grader failure is counted apart and left out of the level shares and the spread
     ([_o("a", True, False, Level.EXACT_MATCH, 1.0), _o("a", True, False, None, None, failed=True)],
      {"grader_failure": 1.0, "level/EXACT_MATCH": 1.0}),
@@ -134,6 +132,20 @@ def test_batch_diagnostics_table(outcomes: list[Outcome], expected: dict[str, fl
     for key, value in expected.items():
         assert got[key] == pytest.approx(value), key
     if not any(not o.gold_flawed for o in outcomes):
-        assert "accept_rate_valid" not in got and "discrimination" not in got and "zero_spread_valid" not in got
-    if all(len([x for x in outcomes if x.group == o.group and x.reward is not None]) < 2 for o in outcomes):
-        assert "zero_spread_groups" not in got
+        assert "accept_rate_valid" not in got and "discrimination" not in got
+
+
+@pytest.mark.parametrize(("totals", "groups", "flawed", "expected"), [
+    # two groups of two, one without spread: half the groups teach nothing
+    ([1.0, 1.0, 0.25, 0.0], ["a", "a", "b", "b"], [False, False, True, True],
+     {"zero_spread_groups": 0.5, "zero_spread_valid": 1.0, "zero_spread_flawed": 0.0}),
+    # equal meta-verifier grades (1.0) but one completion lost the format reward (weight 0.2): the total has
+    # spread, so the group has a signal (issue 48: it was counted as "no signal" from meta_verifier alone)
+    ([1.0 + 0.2, 1.0 + 0.0], ["a", "a"], [True, True], {"zero_spread_groups": 0.0, "zero_spread_flawed": 0.0}),
+    # a row without reward (NaN: its grade failed) is left out: one graded completion has no spread to measure
+    ([float("nan"), 0.5, 0.5, 0.5], ["a", "a", "b", "b"], [True, True, False, False],
+     {"zero_spread_groups": 1.0, "zero_spread_valid": 1.0}),
+])
+def test_zero_spread_is_measured_on_the_total_reward(totals: list[float], groups: list[str], flawed: list[bool],
+                                                     expected: dict[str, float]) -> None:
+    assert zero_spread_shares(totals, groups, flawed) == pytest.approx(expected)
