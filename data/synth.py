@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from proofcheck.data.families._base import TRAINING, Variant, big, drawing, heldout, pick, reword, variant
 from proofcheck.parsing import format_verdict
 
 KINDS = ("valid", "arithmetic", "miscopy", "conclusion")
@@ -48,6 +49,14 @@ _STEP_WORDINGS = (
     "From x_{p} = {a} we get x_{i} = {a} {op} {c} = {v}.",
 )
 _CONCLUSIONS = ("Hence x_{n} = {v}, as claimed.", "Therefore x_{n} = {v}.", "So x_{n} = {v}, which proves the claim.")
+_PROBLEM = "Let x_0 = {s} and {defs}. Prove that x_{n} = {c}."
+# wordings no training proof uses (`Variant(wordings="heldout")`, data/heldout.py)
+_STEP_UNSEEN = heldout("chain.step", ("x_{i} equals {a} {op} {c}, that is {v}.",
+                                      "Next, x_{i} = {a} {op} {c}, which gives {v}.",
+                                      "Applying the rule for x_{i}: {a} {op} {c} = {v}."))
+_CONCLUSIONS_UNSEEN = heldout("chain.conclusion", ("This shows that x_{n} = {v}.", "We conclude x_{n} = {v}."))
+_PROBLEMS_UNSEEN = heldout("chain.problem", ("Define x_0 = {s} and, in turn, {defs}. Show that x_{n} = {c}.",
+                                            "Starting from x_0 = {s}, set {defs}. Prove that x_{n} = {c}."))
 
 
 def _apply(op: str, a: int, c: int) -> int:
@@ -55,12 +64,13 @@ def _apply(op: str, a: int, c: int) -> int:
 
 
 def _chain(rng: random.Random, length: int) -> tuple[int, list[tuple[str, int]]]:
-    """A start value and `length` (op, constant) pairs whose true values stay in 0..40."""
-    start = rng.randint(2, 9)
+    """A start value and `length` (op, constant) pairs whose true values stay in 0..40 (times the
+    variant's scale; so are the start and the constants)."""
+    start = rng.randint(2, big(9))
     ops, value = [], start
     for _ in range(length):
-        c = rng.randint(1, 9)
-        op = rng.choice("+-") if value - c >= 0 and value + c <= 40 else ("-" if value + c > 40 else "+")
+        c = rng.randint(1, big(9))
+        op = rng.choice("+-") if value - c >= 0 and value + c <= big(40) else ("-" if value + c > big(40) else "+")
         ops.append((op, c))
         value = _apply(op, value, c)
     return start, ops
@@ -76,7 +86,7 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
     """One annotated synthetic proof of the given kind (see `KINDS`), AMB field names."""
     if kind not in KINDS:
         raise ValueError(f"unknown synthetic kind {kind!r}; choose one of {', '.join(KINDS)}")
-    length = rng.randint(2, 4)
+    length = rng.randint(2 + variant().longer, 4 + variant().longer)
     start, ops = _chain(rng, length)
     error_at = {"valid": -1, "conclusion": length}.get(kind, rng.randrange(length))
     steps: list[str] = []
@@ -91,7 +101,7 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
         shown_val = _apply(op, a, c)
         if i == error_at and kind == "arithmetic":
             shown_val = _slip(rng, shown_val)
-        wording = rng.choice(_STEP_WORDINGS)
+        wording = pick(rng, _STEP_WORDINGS, _STEP_UNSEEN)
         steps.append(wording.format(i=i + 1, p=i, op=op, c=c, a=a, v=shown_val))
         if not errors:  # the gold check stops at the first error
             ok = shown_val == true_val
@@ -101,7 +111,7 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
                 errors.append((i, f"{why}."))
         true_prev, shown_prev = true_val, shown_val
     claimed = shown_prev + (rng.choice([-2, -1, 1, 2]) if kind == "conclusion" else 0)
-    steps.append(rng.choice(_CONCLUSIONS).format(n=length, v=claimed))
+    steps.append(pick(rng, _CONCLUSIONS, _CONCLUSIONS_UNSEEN).format(n=length, v=claimed))
     if not errors:
         ok = claimed == true_prev
         checks.append(f"Step {length}: x_{length}={true_prev} {'ok' if ok else f'not {claimed}'}.")
@@ -109,7 +119,7 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
             errors.append((length, f"the steps give x_{length} = {true_prev}, not {claimed}."))
     first = errors[0][0] if errors else -1
     defs = ", ".join(f"x_{i + 1} = x_{i} {op} {c}" for i, (op, c) in enumerate(ops))
-    problem = f"Let x_0 = {start} and {defs}. Prove that x_{length} = {claimed}."
+    problem = reword(rng, _PROBLEM, _PROBLEMS_UNSEEN).format(s=start, defs=defs, n=length, c=claimed)
     pid = f"synth-{index:05d}"
     verdict = "The proof is correct." if first < 0 else f"The first error is in step {first}."
     return {
@@ -235,7 +245,9 @@ def _per_split(choice: FamilyChoice | Mapping[str, FamilyChoice], name: str) -> 
 
 def disjoint_splits(sizes: dict[str, int], seed: int = 0,
                     families: FamilyChoice | Mapping[str, FamilyChoice] = None,
-                    exclude: Sequence[str] | Mapping[str, Sequence[str]] = ()) -> dict[str, list[dict[str, Any]]]:
+                    exclude: Sequence[str] | Mapping[str, Sequence[str]] = (),
+                    variants: Mapping[str, Variant] | None = None,
+                    avoid: Iterable[dict[str, Any]] = ()) -> dict[str, list[dict[str, Any]]]:
     """Balanced task sets (see `balanced_tasks`) with no problem in two sets, for train / dev / eval.
 
     Sets are drawn in the order given; a later set drops (and replaces) any valid/flawed pair with
@@ -255,29 +267,45 @@ def disjoint_splits(sizes: dict[str, int], seed: int = 0,
     ...                        exclude={"train": ["linear"]})
     >>> "linear" in {t["family"] for t in sets["train"]}, "linear" in {t["family"] for t in sets["eval"]}
     (False, True)
+
+    `variants` draws the sets it names under a `Variant` (held-out wordings, longer proofs, larger numbers:
+    `proofcheck.data.heldout`), each of their tasks marked with `variant` (the set's name); `avoid` holds tasks
+    drawn elsewhere (another call's sets) whose problems no set here may repeat.
     """
     by_family = families is not None or bool(exclude)
-    seen: set[str] = set()
+    seen: set[str] = {_problem_key(t["problem"]) for t in avoid}
     out: dict[str, list[dict[str, Any]]] = {}
     for k, (name, n) in enumerate(sizes.items()):
         kept: list[dict[str, Any]] = []
         round_ = 0
-        while len(kept) < n:
-            if by_family:
-                fam = _per_split(families, name)
-                fresh = balanced_tasks(2 * n + 2, seed=seed * 1009 + zlib.crc32(name.encode()) % 100_003 + round_,
-                                       families="all" if fam is None else fam,
-                                       exclude=_per_split(exclude, name) or ())
-            else:
-                fresh = balanced_tasks(2 * n + 2, seed=seed * 1009 + k * 97 + round_)
-            for pair in zip(fresh[::2], fresh[1::2], strict=True):
-                keys = {_problem_key(t["problem"]) for t in pair}
-                if len(keys) == 2 and not keys & seen and len(kept) < n:
-                    seen |= keys
-                    kept += pair[: n - len(kept)]
-            round_ += 1
+        with drawing((variants or {}).get(name, TRAINING)):
+            while len(kept) < n:
+                kept = _draw_round(name, n, k, round_, seed, by_family, families, exclude, seen, kept)
+                round_ += 1
         for i, t in enumerate(kept):
             t["problem_id"] = f"synth-{name}-{i:05d}"
             t["proof_id"] = f"{t['problem_id']}-p0"
+            if variants and name in variants:
+                t["variant"] = name
         out[name] = kept
     return out
+
+
+def _draw_round(name: str, n: int, k: int, round_: int, seed: int, by_family: bool,
+                families: FamilyChoice | Mapping[str, FamilyChoice],
+                exclude: Sequence[str] | Mapping[str, Sequence[str]], seen: set[str],
+                kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One round of `disjoint_splits`' draws for set `name`: the pairs whose problems are new join `kept`."""
+    if by_family:
+        fam = _per_split(families, name)
+        fresh = balanced_tasks(2 * n + 2, seed=seed * 1009 + zlib.crc32(name.encode()) % 100_003 + round_,
+                               families="all" if fam is None else fam,
+                               exclude=_per_split(exclude, name) or ())
+    else:
+        fresh = balanced_tasks(2 * n + 2, seed=seed * 1009 + k * 97 + round_)
+    for pair in zip(fresh[::2], fresh[1::2], strict=True):
+        keys = {_problem_key(t["problem"]) for t in pair}
+        if len(keys) == 2 and not keys & seen and len(kept) < n:
+            seen |= keys
+            kept += pair[: n - len(kept)]
+    return kept

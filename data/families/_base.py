@@ -12,10 +12,15 @@ it, as the arithmetic chain does: a short chain of thought a small verifier can 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from proofcheck.parsing import format_verdict
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -64,9 +69,77 @@ class Proof:
         return Draft(problem, self.steps, self.checks, self.error, reference_solution, reference_answer, subject)
 
 
-def pick(rng: random.Random, options: tuple[str, ...] | list[str]) -> str:
-    """One wording, drawn with `rng` (a named helper so every family draws wordings alike)."""
-    return rng.choice(options)
+@dataclass(frozen=True)
+class Variant:
+    """How a draw departs from the proofs training sees (the default: it does not).
+
+    `wordings`: "train" draws only the wordings training uses (each `pick`'s first tuple), "heldout" only
+    the ones no training proof uses (its second), "any" either. `longer`: steps added to a proof (chains
+    and stories get more steps, equations a bracket to expand first, expansions a third bracket, bounds a
+    constant added in two moves; parity proofs keep their cases). `scale`: number sizes multiplied
+    (operands, constants, start values, intervals). With the default every draw is exactly the one made
+    before variants existed (same `rng` calls, same choices).
+    """
+
+    wordings: str = "train"
+    longer: int = 0
+    scale: int = 1
+
+    def __post_init__(self) -> None:
+        if self.wordings not in ("train", "heldout", "any") or self.longer < 0 or self.scale < 1:
+            raise ValueError(f"{self}: wordings is train, heldout or any; longer >= 0; scale >= 1")
+
+
+TRAINING = Variant()
+_VARIANT: ContextVar[Variant] = ContextVar("proofcheck_variant", default=TRAINING)
+# every held-out wording tuple a family declares, by name (the split record lists them)
+HELDOUT_WORDINGS: dict[str, tuple[Any, ...]] = {}
+
+
+def variant() -> Variant:
+    """The variant the current draw is made under (`drawing`)."""
+    return _VARIANT.get()
+
+
+@contextmanager
+def drawing(v: Variant) -> Iterator[Variant]:
+    """Draw every task in the block under variant `v`.
+
+    >>> with drawing(Variant(scale=10)):
+    ...     big(9)
+    90
+    """
+    token = _VARIANT.set(v)
+    try:
+        yield v
+    finally:
+        _VARIANT.reset(token)
+
+
+def big(n: int) -> int:
+    """`n` scaled by the current variant (`n` itself in training's draws)."""
+    return n * _VARIANT.get().scale
+
+
+def heldout(name: str, options: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Declare `options` as the held-out wordings `name` (recorded in `HELDOUT_WORDINGS`); returns them."""
+    HELDOUT_WORDINGS[name] = options
+    return options
+
+
+def reword(rng: random.Random, text: T, unseen: Sequence[T]) -> T:
+    """Training's one wording `text`, or (held-out / any variants) one drawn with `unseen`: unlike `pick`,
+    training's draw takes no random number, so a slot that had one wording keeps every draw as it was."""
+    return text if _VARIANT.get().wordings == "train" else pick(rng, (text,), unseen)
+
+
+def pick(rng: random.Random, options: Sequence[T], unseen: Sequence[T] = ()) -> T:
+    """One wording, drawn with `rng`: from `options` (training's) or `unseen` (held out) as the current
+    variant asks (`Variant.wordings`); in training's draws exactly `rng.choice(options)`."""
+    mode = _VARIANT.get().wordings
+    if mode == "heldout" and unseen:
+        return rng.choice(unseen)
+    return rng.choice(list(options) + list(unseen) if mode == "any" else options)
 
 
 def signed(c: int, first: bool = False) -> str:

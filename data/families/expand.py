@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 
-from proofcheck.data.families._base import Draft, Proof, linear, pick, signed
+from proofcheck.data.families._base import Draft, Proof, big, heldout, linear, pick, signed, variant
 
 KINDS = ("valid", "sign_slip", "wrong_rule", "arithmetic", "conclusion")
 VARS = ("x", "y", "t", "z", "u")
@@ -32,6 +32,14 @@ _EXPAND = ("Expanding the brackets, {E} = {T}.", "By the distributive law, {E} =
 _GROUP = ("Grouping like terms, this is {T}.", "Collecting like terms gives {T}.", "Rearranging: = {T}.")
 _SIMPLIFY = ("Simplifying, this equals {T}.", "So the expression is {T}.", "This simplifies to {T}.")
 _CONCLUDE = ("Hence {E} = {F}.", "Therefore {E} = {F} for every {v}.", "So {E} simplifies to {F}, as claimed.")
+# wordings no training proof uses (`Variant(wordings="heldout")`)
+VARS_UNSEEN = heldout("expand.unknown", ("w", "p"))
+_PROBLEMS_UNSEEN = heldout("expand.problem", ("Verify the identity {E} = {F}.",
+                                              "Show that, for all {v}, {E} equals {F}."))
+_EXPAND_UNSEEN = heldout("expand.expand", ("Opening the brackets gives {E} = {T}.", "We distribute: {E} = {T}."))
+_GROUP_UNSEEN = heldout("expand.group", ("Putting like terms together: {T}.", "Sorting the terms, we get {T}."))
+_SIMPLIFY_UNSEEN = heldout("expand.simplify", ("Adding the coefficients, {T}.", "Combining, we are left with {T}."))
+_CONCLUDE_UNSEEN = heldout("expand.conclusion", ("This establishes {E} = {F}.", "The identity {E} = {F} follows."))
 
 
 def _sq(v: str, rng: random.Random) -> str:
@@ -50,61 +58,71 @@ def _brackets(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str
     """p(v + q) + r(v + w): returns (E, final expression, true simplified)."""
     pc = rng.randint(2, 6)
     r = rng.choice([-1, 1]) * rng.randint(2, 6)
-    q = rng.choice([-1, 1]) * rng.randint(1, 9)
-    w = rng.choice([-1, 1]) * rng.randint(1, 9)
+    q = rng.choice([-1, 1]) * rng.randint(1, big(9))
+    w = rng.choice([-1, 1]) * rng.randint(1, big(9))
     if kind == "sign_slip":
         r, w = -abs(r), -abs(w)
     E = f"{pc}({linear(1, v, q)}) {'+' if r > 0 else '-'} {abs(r)}({linear(1, v, w)})"
-    t1, t2 = pc * q, r * w
-    true_a, true_b = pc + r, t1 + t2
+    # a longer proof: a third bracket s3(v + z), expanded in a step of its own (none in training's draws)
+    s3, z = (rng.randint(2, 6), rng.choice([-1, 1]) * rng.randint(1, big(9))) if variant().longer else (0, 0)
+    third = f" + {s3}({linear(1, v, z)})" if s3 else ""
+    E += third
+    t1, t2, t3 = pc * q, r * w, s3 * z
+    true_a, true_b = pc + r + s3, t1 + t2 + t3
     if kind == "sign_slip":
         t2 = -t2
     if kind == "wrong_rule":
         t1 = q
     T0 = f"{pc}{v} {signed(t1)} {signed(r)}{v} {signed(t2)}"
+    how = pick(rng, _EXPAND, _EXPAND_UNSEEN).format(E=E, T=T0 + third)
     if kind == "sign_slip":
-        p.add(pick(rng, _EXPAND).format(E=E, T=T0), f"({r})·({w})={r * w}, not {t2}.",
+        p.add(how, f"({r})·({w})={r * w}, not {t2}.",
               f"({r})·({w}) = {r * w}, not {t2}: the sign of the product is wrong.")
     elif kind == "wrong_rule":
-        p.add(pick(rng, _EXPAND).format(E=E, T=T0), f"{pc}·{q}={pc * q}, not {q}.",
+        p.add(how, f"{pc}·{q}={pc * q}, not {q}.",
               f"{pc} multiplies every term of the bracket: {pc}·{q} = {pc * q}, not {q}.")
     else:
-        p.add(pick(rng, _EXPAND).format(E=E, T=T0), f"{pc}·({q})={pc * q}, ({r})·({w})={r * w} ok.")
-    T1 = f"({pc} {signed(r)}){v} + ({t1} {signed(t2)})"
-    p.add(pick(rng, _GROUP).format(T=T1), "grouping ok.")
-    a_, b_ = pc + r, t1 + t2
+        p.add(how, f"{pc}·({q})={pc * q}, ({r})·({w})={r * w} ok.")
+    if s3:
+        T0 += f" {signed(s3)}{v} {signed(t3)}"
+        p.add(f"Expanding the last bracket, this is {T0}.", f"{s3}·({z})={t3} ok.")
+    T1 = f"({pc} {signed(r)}{f' {signed(s3)}' if s3 else ''}){v} + ({t1} {signed(t2)}{f' {signed(t3)}' if s3 else ''})"
+    p.add(pick(rng, _GROUP, _GROUP_UNSEEN).format(T=T1), "grouping ok.")
+    a_, b_ = pc + r + s3, t1 + t2 + t3
     if kind == "arithmetic":
         if rng.random() < 0.5:
             a_ += rng.choice([-2, -1, 1, 2])
         else:
             b_ += rng.choice([-2, -1, 1, 2, 10, -10])
     T2 = linear(a_, v, b_)
-    if (a_, b_) == (pc + r, t1 + t2):
-        p.add(pick(rng, _SIMPLIFY).format(T=T2), f"{pc}{r:+d}={pc + r}, {t1}{t2:+d}={t1 + t2} ok.")
+    ra, rb = f"{pc}{r:+d}" + (f"{s3:+d}" if s3 else ""), f"{t1}{t2:+d}" + (f"{t3:+d}" if s3 else "")
+    sa, sb = pc + r + s3, t1 + t2 + t3
+    if (a_, b_) == (sa, sb):
+        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T2), f"{ra}={sa}, {rb}={sb} ok.")
     else:
-        p.add(pick(rng, _SIMPLIFY).format(T=T2), f"{pc}{r:+d}={pc + r}, {t1}{t2:+d}={t1 + t2}, "
-              f"not {T2}.", f"({pc} {signed(r)}){v} + ({t1} {signed(t2)}) = {linear(pc + r, v, t1 + t2)}, not {T2}.")
+        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T2), f"{ra}={sa}, {rb}={sb}, not {T2}.",
+              f"{T1} = {linear(sa, v, sb)}, not {T2}.")
     return E, T2, linear(true_a, v, true_b)
 
 
 def _product(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str, str]:
     """(v + a)(v + b) or (v + a)^2: returns (E, final expression, true simplified)."""
     v2 = _sq(v, rng)
-    a = rng.choice([-1, 1]) * rng.randint(1, 9)
+    a = rng.choice([-1, 1]) * rng.randint(1, big(9))
     square = rng.random() < 0.4
-    b = a if square else rng.choice([k for k in range(-9, 10) if k not in (0, -a)])
+    b = a if square else rng.choice([k for k in range(big(-9), big(9) + 1) if k not in (0, -a)])
     E = f"({linear(1, v, a)})^2" if square else f"({linear(1, v, a)})({linear(1, v, b)})"
     true = _quadratic(v2, v, a + b, a * b)
     if kind == "wrong_rule":
         T = f"{v2} {signed(a * b)}"
         rule = f"({linear(1, v, a)})^2 = {true}" if square else \
             f"every term multiplies every term, giving {v2} {signed(b)}{v} {signed(a)}{v} {signed(a * b)}"
-        p.add(pick(rng, _EXPAND).format(E=E, T=T), f"the cross terms {a + b}{v} are missing.",
+        p.add(pick(rng, _EXPAND, _EXPAND_UNSEEN).format(E=E, T=T), f"the cross terms {a + b}{v} are missing.",
               f"{rule}; the terms in {v} are missing.")
-        p.add(pick(rng, _SIMPLIFY).format(T=T), "ok given step 0.")
+        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T), "ok given step 0.")
         return E, T, true
     T0 = f"{v2} {signed(b)}{v} {signed(a)}{v} {signed(a * b)}"
-    p.add(pick(rng, _EXPAND).format(E=E, T=T0), f"({a})·({b})={a * b} ok.")
+    p.add(pick(rng, _EXPAND, _EXPAND_UNSEEN).format(E=E, T=T0), f"({a})·({b})={a * b} ok.")
     cb, cc = a + b, a * b
     if kind == "arithmetic":
         if rng.random() < 0.5 or a + b == 0:
@@ -113,9 +131,9 @@ def _product(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str,
             cb = -(a + b) if rng.random() < 0.5 else cb + rng.choice([-1, 1])
     T1 = _quadratic(v2, v, cb, cc)
     if (cb, cc) == (a + b, a * b):
-        p.add(pick(rng, _SIMPLIFY).format(T=T1), f"{b}{a:+d}={a + b} ok.")
+        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T1), f"{b}{a:+d}={a + b} ok.")
     else:
-        p.add(pick(rng, _SIMPLIFY).format(T=T1), f"{b}{a:+d}={a + b}, {a}·{b}={a * b}, so {true}, not {T1}.",
+        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T1), f"{b}{a:+d}={a + b}, {a}·{b}={a * b}, so {true}, not {T1}.",
               f"{signed(b, True)}{v} {signed(a)}{v} {signed(a * b)} gives {true}, not {T1}.")
     return E, T1, true
 
@@ -124,7 +142,7 @@ def make(rng: random.Random, kind: str) -> Draft:
     """One proof of `kind` (see `KINDS`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown expand kind {kind!r}; choose one of {', '.join(KINDS)}")
-    v = pick(rng, VARS)
+    v = pick(rng, VARS, VARS_UNSEEN)
     p = Proof()
     if kind == "sign_slip" or rng.random() < 0.5:
         E, final, true = _brackets(rng, kind, v, p)
@@ -134,12 +152,12 @@ def make(rng: random.Random, kind: str) -> Draft:
     if kind == "conclusion":
         while claimed == final:
             claimed = _perturb(rng, final, v)
-    text = pick(rng, _CONCLUDE).format(E=E, F=claimed, v=v)
+    text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(E=E, F=claimed, v=v)
     if claimed == final:
         p.add(text, "the identity follows.")
     else:
         p.add(text, f"the steps give {final}, not {claimed}.", f"the steps give {final}, not {claimed}.")
-    problem = pick(rng, _PROBLEMS).format(E=E, F=claimed, v=v)
+    problem = pick(rng, _PROBLEMS, _PROBLEMS_UNSEEN).format(E=E, F=claimed, v=v)
     return p.draft(problem, f"Expand and collect like terms: {E} = {true}.", true, "algebra")
 
 

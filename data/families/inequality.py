@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 
-from proofcheck.data.families._base import Draft, Proof, linear, pick
+from proofcheck.data.families._base import Draft, Proof, big, heldout, linear, pick, reword, variant
 
 KINDS = ("valid", "no_flip", "wrong_end", "arithmetic", "conclusion")
 VARS = ("x", "y", "t", "s")
@@ -28,6 +28,18 @@ _WORDS = {"≤": "is at most", "≥": "is at least", "<": "is less than", ">": "
 _PROBLEMS = ("Let {lo} ≤ {v} ≤ {hi}. Prove that {claim}.", "Prove that {claim} whenever {lo} ≤ {v} ≤ {hi}.",
              "Suppose {v} is an integer between {lo} and {hi} inclusive. Show that {claim}.")
 _CONCLUDE = ("Hence {claim}.", "Therefore {claim} for every {v} in the range.", "So {claim}, as required.")
+# wordings no training proof uses (`Variant(wordings="heldout")`)
+VARS_UNSEEN = heldout("inequality.unknown", ("u", "w"))
+_PROBLEMS_UNSEEN = heldout("inequality.problem", ("Assume {lo} ≤ {v} ≤ {hi}. Show that {claim}.",
+                                                  "For every {v} with {lo} ≤ {v} ≤ {hi}, prove that {claim}."))
+_CONCLUDE_UNSEEN = heldout("inequality.conclusion", ("This proves {claim}.", "Consequently {claim} on the whole interval."))
+_REVERSE_UNSEEN = heldout("inequality.reverse", (
+    "Because {sign_text}, the inequality turns around when we multiply {since} by {p}: {result}.",))
+_NO_FLIP_UNSEEN = heldout("inequality.multiply", ("Multiplying {since} by {p}, we obtain {result}.",))
+_KEEP_UNSEEN = heldout("inequality.keep", ("Because {sign_text}, multiplying {since} by {p} keeps the direction: "
+                                           "{result}.",))
+_ADD_UNSEEN = heldout("inequality.add", ("Increasing both sides by {q}",))
+_SUBTRACT_UNSEEN = heldout("inequality.subtract", ("Decreasing both sides by {q}",))
 
 
 def _rel(words: bool, lhs: str, r: str, rhs: str) -> str:
@@ -38,15 +50,15 @@ def make(rng: random.Random, kind: str) -> Draft:
     """One proof of `kind` (see `KINDS`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown inequality kind {kind!r}; choose one of {', '.join(KINDS)}")
-    v, words = pick(rng, VARS), rng.random() < 0.4
-    lo = rng.randint(-4, 3)
-    hi = lo + rng.randint(2, 7)
+    v, words = pick(rng, VARS, VARS_UNSEEN), rng.random() < 0.4
+    lo = rng.randint(big(-4), big(3))
+    hi = lo + rng.randint(2, big(7))
     upper = rng.random() < 0.5  # prove an upper bound (≤), else a lower bound (≥)
     want = "≤" if upper else "≥"
     other = "≥" if upper else "≤"
     mag = rng.randint(2, 6)
     p = -mag if kind == "no_flip" else mag if kind == "wrong_end" else rng.choice([-mag, mag])
-    q = rng.choice([k for k in range(-12, 13) if k])
+    q = rng.choice([k for k in range(big(-12), big(12) + 1) if k])
     # the right end: where p*v is largest (upper bound) or smallest (lower bound)
     end_ = hi if (p > 0) == upper else lo
     bound_of = {hi: "≤", lo: "≥"}
@@ -62,11 +74,13 @@ def make(rng: random.Random, kind: str) -> Draft:
     gives = "shows that" if words else "gives"
     st = Proof()
     if p < 0 and (kind != "no_flip" or rng.random() < 0.5):  # a no_flip may say "reverses" and not do it
-        text = f"Since {since} and {sign_text}, multiplying by {p} reverses the inequality: {result}."
+        text = reword(rng, "Since {since} and {sign_text}, multiplying by {p} reverses the inequality: {result}.",
+                      _REVERSE_UNSEEN)
     elif kind == "no_flip":
-        text = f"Since {since}, multiplying by {p} {gives} {result}."
+        text = reword(rng, "Since {since}, multiplying by {p} {gives} {result}.", _NO_FLIP_UNSEEN)
     else:
-        text = f"Since {since} and {sign_text}, multiplying by {p} {gives} {result}."
+        text = reword(rng, "Since {since} and {sign_text}, multiplying by {p} {gives} {result}.", _KEEP_UNSEEN)
+    text = text.format(since=since, sign_text=sign_text, p=p, gives=gives, result=result)
     true_prod = p * end_
     if prod == true_prod:
         st.add(text, f"{p}·{end_}={true_prod}, {want} ok.")
@@ -78,19 +92,26 @@ def make(rng: random.Random, kind: str) -> Draft:
         st.add(text, f"{v} {bound_of[premise]} {premise} does not give {result}: it fails at {v} = {end_}.",
                f"{v} {bound_of[premise]} {premise} does not give {p}{v} {want} {prod}; at {v} = {end_}, "
                f"{p}{v} = {true_prod}.")
-    total = prod + q
-    shown = total
-    if kind == "arithmetic":  # a slip that makes the bound too strong
-        shown = total + (-1 if upper else 1) * rng.choice([1, 2, 3, 10])
-    op = "+" if q > 0 else "-"
-    line = _rel(words, linear(p, v, q), want, f"{prod} {op} {abs(q)} = {shown}")
-    verb = pick(rng, ("Adding {q} to both sides", "Adding {q}")) if q > 0 else \
-        pick(rng, ("Subtracting {q} from both sides", "Subtracting {q}"))
-    text = f"{verb.format(q=abs(q))}, {line}."
-    if shown == total:
-        st.add(text, f"{prod}{op}{abs(q)}={total} ok.")
-    else:
-        st.add(text, f"{prod}{op}{abs(q)}={total}, not {shown}.", f"{prod} {op} {abs(q)} = {total}, not {shown}.")
+    parts, slip_at = [q], 0
+    if variant().longer:  # a longer proof: the constant added in two moves, a slip in either
+        q1 = rng.choice([k for k in range(-abs(q) - 5, abs(q) + 6) if k and k != q])
+        parts, slip_at = [q1, q - q1], rng.randrange(2)
+    shown, added = prod, 0
+    for j, qj in enumerate(parts):
+        before, added = shown, added + qj
+        total = shown = before + qj
+        if kind == "arithmetic" and j == slip_at:  # a slip that makes the bound too strong
+            shown = total + (-1 if upper else 1) * rng.choice([1, 2, 3, 10])
+        op = "+" if qj > 0 else "-"
+        line = _rel(words, linear(p, v, added), want, f"{before} {op} {abs(qj)} = {shown}")
+        verb = pick(rng, ("Adding {q} to both sides", "Adding {q}"), _ADD_UNSEEN) if qj > 0 else \
+            pick(rng, ("Subtracting {q} from both sides", "Subtracting {q}"), _SUBTRACT_UNSEEN)
+        text = f"{verb.format(q=abs(qj))}, {line}."
+        if shown == total:
+            st.add(text, f"{before}{op}{abs(qj)}={total} ok.")
+        else:
+            st.add(text, f"{before}{op}{abs(qj)}={total}, not {shown}.",
+                   f"{before} {op} {abs(qj)} = {total}, not {shown}.")
     rel, bound = want, shown
     if kind == "conclusion":
         if rng.random() < 0.5:
@@ -98,13 +119,13 @@ def make(rng: random.Random, kind: str) -> Draft:
         else:
             bound = shown + (-1 if upper else 1) * rng.choice([1, 2])
     claim = _rel(words, linear(p, v, q), rel, str(bound))
-    text = pick(rng, _CONCLUDE).format(claim=claim, v=v)
+    text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(claim=claim, v=v)
     if (rel, bound) == (want, shown):
         st.add(text, "the bound follows ok.")
     else:
         st.add(text, f"the steps give {want} {shown}, not {rel} {bound}.",
                f"the steps give {linear(p, v, q)} {want} {shown}, not {rel} {bound} (equality at {v} = {end_}).")
-    problem = pick(rng, _PROBLEMS).format(lo=lo, hi=hi, v=v, claim=claim)
+    problem = pick(rng, _PROBLEMS, _PROBLEMS_UNSEEN).format(lo=lo, hi=hi, v=v, claim=claim)
     extreme = p * end_ + q
     ref = f"{linear(p, v, q)} is {'increasing' if p > 0 else 'decreasing'} in {v}, so its " \
           f"{'largest' if upper else 'smallest'} value on [{lo}, {hi}] is {extreme}, at {v} = {end_}."

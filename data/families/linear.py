@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 
-from proofcheck.data.families._base import Draft, Proof, linear, pick
+from proofcheck.data.families._base import Draft, Proof, big, heldout, linear, pick, signed, variant
 
 KINDS = ("valid", "sign_slip", "divide_one_term", "arithmetic", "conclusion")
 VARS = ("x", "y", "t", "n", "z")
@@ -41,6 +41,16 @@ _MOVE = (  # the constant goes to the right; {r} is the new equation
 )
 _DIVIDE = ("Divide both sides by {A}: {r}.", "Dividing by {A}, {r}.", "Since {A} is not zero, {r}.")
 _CONCLUDE = ("Hence {v} = {s}.", "Therefore the solution is {v} = {s}.", "So {v} = {s}, as claimed.")
+# wordings no training proof uses (`Variant(wordings="heldout")`)
+VARS_UNSEEN = heldout("linear.unknown", ("w", "p"))
+_PROBLEMS_UNSEEN = heldout("linear.problem", ("Given {eq}, show that {v} = {s}.",
+                                              "For which {v} does {eq} hold? Prove that the answer is {v} = {s}."))
+_SUB_VAR_UNSEEN = heldout("linear.subtract", ("Removing {c} from each side leaves {r}.",
+                                              "We subtract {c} on both sides and obtain {r}."))
+_MOVE_UNSEEN = heldout("linear.move", ("Carrying the constant {b} to the right: {r}.",
+                                       "We then {op} {k} {prep} each side, leaving {r}."))
+_DIVIDE_UNSEEN = heldout("linear.divide", ("Both sides divided by {A} give {r}.", "Dividing through by {A} yields {r}."))
+_CONCLUDE_UNSEEN = heldout("linear.conclusion", ("This proves that {v} = {s}.", "Thus {v} = {s} is the solution."))
 
 
 def _equation(rng: random.Random, a: int, b: int, c: int, d: int, v: str) -> str:
@@ -53,8 +63,8 @@ def _params(rng: random.Random, kind: str) -> tuple[int, int, int, int, int]:
     while True:
         A = rng.randint(2, 7)
         c = rng.choice([0, 0, rng.randint(1, 4)])
-        s = rng.randint(-3, 12)
-        b = rng.choice([k for k in range(-15, 16) if k])
+        s = rng.randint(big(-3), big(12))
+        b = rng.choice([k for k in range(big(-15), big(15) + 1) if k])
         if kind == "sign_slip" and (b <= 0 or (2 * b) % A):
             continue  # the slipped value must still divide, and the slip reads as "moving b"
         if (kind == "divide_one_term" or (kind in ("valid", "conclusion") and rng.random() < 0.25)) and b % A:
@@ -65,31 +75,39 @@ def _params(rng: random.Random, kind: str) -> tuple[int, int, int, int, int]:
 def _move(rng: random.Random, b: int, r: str) -> str:
     """The step that moves the constant `b` from the left to the right: `r` is its equation."""
     words = ("Subtract", "Subtracting", "from") if b > 0 else ("Add", "Adding", "to")
-    return pick(rng, _MOVE).format(Op=words[0], Opping=words[1], prep=words[2], k=abs(b), b=b, r=r)
+    return pick(rng, _MOVE, _MOVE_UNSEEN).format(Op=words[0], Opping=words[1], prep=words[2], op=words[0].lower(),
+                                                 k=abs(b), b=b, r=r)
 
 
 def make(rng: random.Random, kind: str) -> Draft:
     """One proof of `kind` (see `KINDS`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown linear kind {kind!r}; choose one of {', '.join(KINDS)}")
-    v = pick(rng, VARS)
+    v = pick(rng, VARS, VARS_UNSEEN)
     a, b, c, d, s = _params(rng, kind)
     A = a - c
     eq = _equation(rng, a, b, c, d, v)
     p = Proof()
+    if variant().longer:  # a longer proof: a bracket to expand first, `a(v + e) + g = c v + d`
+        e = rng.choice([-1, 1]) * rng.randint(1, 5)
+        g = b - a * e
+        right = linear(c, v, d)
+        eq = f"{a}({linear(1, v, e)})" + (f" {signed(g)}" if g else "") + f" = {right}"
+        p.add(f"Expanding the bracket, {a}{v} {signed(a * e)}" + (f" {signed(g)}" if g else "") +
+              f" = {right}, so {linear(a, v, b)} = {right}.", f"{a}·{e}={a * e}, {a * e}{g:+d}={b} ok.")
     if c:
         r = f"{linear(A, v, b)} = {d}"
-        p.add(pick(rng, _SUB_VAR).format(c=linear(c, v, 0), r=r, v=v), f"{a}{v}-{c}{v}={A}{v} ok.")
+        p.add(pick(rng, _SUB_VAR, _SUB_VAR_UNSEEN).format(c=linear(c, v, 0), r=r, v=v), f"{a}{v}-{c}{v}={A}{v} ok.")
     sign = "-" if b > 0 else "+"
     if kind == "divide_one_term" or (b % A == 0 and kind in ("valid", "conclusion")):
         q = d // A
         if kind == "divide_one_term":
-            p.add(pick(rng, _DIVIDE).format(A=A, r=f"{linear(1, v, b)} = {d} / {A} = {q}"),
+            p.add(pick(rng, _DIVIDE, _DIVIDE_UNSEEN).format(A=A, r=f"{linear(1, v, b)} = {d} / {A} = {q}"),
                   f"{b}/{A}={b // A}, so {linear(1, v, b // A)} = {q}, not {linear(1, v, b)} = {q}.",
                   f"dividing by {A} divides every term: {linear(1, v, b // A)} = {q}, not {linear(1, v, b)} = {q}.")
             b_shown = b
         else:
-            p.add(pick(rng, _DIVIDE).format(A=A, r=f"{linear(1, v, b // A)} = {d} / {A} = {q}"),
+            p.add(pick(rng, _DIVIDE, _DIVIDE_UNSEEN).format(A=A, r=f"{linear(1, v, b // A)} = {d} / {A} = {q}"),
                   f"{d}/{A}={q}, {b}/{A}={b // A} ok.")
             b_shown = b // A
         value = q - b_shown
@@ -110,13 +128,13 @@ def make(rng: random.Random, kind: str) -> Draft:
             else:
                 p.add(text, f"{calc}, not {shown}.", f"{d} {sign} {abs(b)} = {right}, not {shown}.")
         value = shown // A
-        p.add(pick(rng, _DIVIDE).format(A=A, r=f"{v} = {shown} / {A} = {value}"), f"{shown}/{A}={value} ok.")
+        p.add(pick(rng, _DIVIDE, _DIVIDE_UNSEEN).format(A=A, r=f"{v} = {shown} / {A} = {value}"), f"{shown}/{A}={value} ok.")
     claimed = value + (rng.choice([-2, -1, 1, 2]) if kind == "conclusion" else 0)
-    text = pick(rng, _CONCLUDE).format(v=v, s=claimed)
+    text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(v=v, s=claimed)
     if claimed == value:
         p.add(text, f"{v}={value} ok.")
     else:
         p.add(text, f"the steps give {v}={value}, not {claimed}.", f"the steps give {v} = {value}, not {claimed}.")
-    problem = pick(rng, _PROBLEMS).format(eq=eq, v=v, s=claimed)
+    problem = pick(rng, _PROBLEMS, _PROBLEMS_UNSEEN).format(eq=eq, v=v, s=claimed)
     ref = f"Collect the {v}-terms and the constants: {A}{v} = {d - b}, so {v} = {s}."
     return p.draft(problem, ref, str(s), "algebra")

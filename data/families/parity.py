@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 
-from proofcheck.data.families._base import Draft, Proof, pick
+from proofcheck.data.families._base import Draft, Proof, big, heldout, pick, reword
 
 KINDS = ("valid", "arithmetic", "wrong_rule", "case_missed", "conclusion")
 _PROBLEMS = ("Prove that {f} {claim} for every integer n.", "Show that for every integer n, {f} {claim}.")
@@ -32,6 +32,17 @@ _INTRO = {2: ("Every integer n is either even or odd; we treat both cases.",
               "We distinguish three cases, according to n mod 3.")}
 _CONCLUDE = ("Hence {f} {claim} for every integer n.", "So in every case {f} {claim}, as claimed.",
              "Therefore {f} {claim}, whatever the integer n.")
+# wordings no training proof uses (`Variant(wordings="heldout")`)
+_PROBLEMS_UNSEEN = heldout("parity.problem", ("Let n be any integer. Prove that {f} {claim}.",
+                                              "Show that {f} {claim}, whatever the integer n."))
+_INTRO_UNSEEN = {2: heldout("parity.intro2", ("An integer is even or odd, so two cases suffice.",)),
+                 3: heldout("parity.intro3", ("The remainder of n on division by 3 is 0, 1 or 2, so three cases "
+                                              "suffice.",))}
+_CONCLUDE_UNSEEN = heldout("parity.conclusion", ("Thus {f} {claim} for all integers n.",
+                                                 "In all cases, then, {f} {claim}."))
+_HEAD_CONG_UNSEEN = heldout("parity.congruence", ("Take n ≡ {i} (mod {m}); then", "Suppose n ≡ {i} (mod {m}); then"))
+_HEAD_ALG_UNSEEN = heldout("parity.algebra", ("Putting n = {n}, we find", "Substituting n = {n}, we find"))
+_HEAD_WORDS_UNSEEN = heldout("parity.words", ("When n is {p}, ", "Suppose n is {p}; then "))
 
 
 def poly(a: int, b: int, c: int, v: str = "n") -> str:
@@ -54,7 +65,7 @@ def _claim(m: int, r: int) -> str:
 def _params(rng: random.Random, kind: str, m: int) -> tuple[int, int, int, int, int]:
     """(a, b, c, r, e): f's coefficients, the claimed residue, the dissenting case (-1 if none)."""
     while True:
-        a, b, c = rng.randint(1, 3), rng.randint(0, 5), rng.randint(0, 9)
+        a, b, c = rng.randint(1, 3), rng.randint(0, big(5)), rng.randint(0, big(9))
         res = [(a * i * i + b * i + c) % m for i in range(m)]
         if kind == "valid":
             if len(set(res)) == 1:
@@ -83,7 +94,7 @@ def _case_congruence(rng: random.Random, f: str, a: int, b: int, c: int, m: int,
     """(step, check, wrong reason or None); `slip` is a wrong value to show instead of f(i)."""
     val = a * i * i + b * i + c
     shown = val if slip is None else slip
-    head = pick(rng, ("If n ≡ {i} (mod {m}), then", "For n ≡ {i} (mod {m}) we get")).format(i=i, m=m)
+    head = pick(rng, ("If n ≡ {i} (mod {m}), then", "For n ≡ {i} (mod {m}) we get"), _HEAD_CONG_UNSEEN).format(i=i, m=m)
     step = f"{head} {f} ≡ {_subst(a, b, c, i)} = {shown} ≡ {shown % m} (mod {m})."
     if slip is None:
         return step, f"n≡{i}: {val} ≡ {val % m} ok.", None
@@ -99,7 +110,7 @@ def _case_algebra(rng: random.Random, f: str, a: int, b: int, c: int, m: int, i:
     q = poly(A // m, B // m, shown // m, "k")
     tail = f"{m}({q})" + (f" + {shown % m}" if shown % m else "")
     n_is = f"{m}k" + (f" + {i}" if i else "")
-    head = pick(rng, ("If n = {n}, then", "Write n = {n}; then")).format(n=n_is)
+    head = pick(rng, ("If n = {n}, then", "Write n = {n}; then"), _HEAD_ALG_UNSEEN).format(n=n_is)
     step = f"{head} {f} = {poly(A, B, shown, 'k')} = {tail}."
     if slip is None:
         return step, f"n={n_is}: constant {C}, remainder {C % m} ok.", None
@@ -119,7 +130,7 @@ def _case_words(rng: random.Random, f: str, a: int, b: int, c: int, i: int,
     s12 = (p1 + p2) % 2
     shown12 = 1 - s12 if wrong else s12
     parts = [f"{t1} is {_parity(p1)}"] + ([f"{t2} is {_parity(p2)}"] if b else [])
-    text = f"If n is {_parity(i)}, then " + " and ".join(parts)
+    text = reword(rng, "If n is {p}, then ", _HEAD_WORDS_UNSEEN).format(p=_parity(i)) + " and ".join(parts)
     if b:
         text += f", so {poly(a, b, 0)} is {_parity(shown12)}"
     if c:
@@ -144,7 +155,7 @@ def make(rng: random.Random, kind: str) -> Draft:
     claim = _claim(m, r)
     p = Proof()
     if rng.random() < 0.5:
-        p.add(pick(rng, _INTRO[m]), "the cases cover every integer ok.")
+        p.add(pick(rng, _INTRO[m], _INTRO_UNSEEN[m]), "the cases cover every integer ok.")
     for i in range(m):
         if i == e and kind == "case_missed":
             continue
@@ -158,7 +169,7 @@ def make(rng: random.Random, kind: str) -> Draft:
             case = _case_congruence if wording == "congruence" else _case_algebra
             step, check, wrong = case(rng, f, a, b, c, m, i, slip)
         p.add(step, check, wrong)
-    text = pick(rng, _CONCLUDE).format(f=f, claim=claim)
+    text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(f=f, claim=claim)
     if kind == "case_missed":
         miss = f"n ≡ {e} (mod {m})" if m == 3 else f"n {_parity(e)}"
         p.add(text, f"the case {miss} is missing.", f"the case {miss} is never treated, and there "
@@ -173,4 +184,4 @@ def make(rng: random.Random, kind: str) -> Draft:
 
 
 def _problem(rng: random.Random, f: str, claim: str) -> str:
-    return pick(rng, _PROBLEMS).format(f=f, claim=claim)
+    return pick(rng, _PROBLEMS, _PROBLEMS_UNSEEN).format(f=f, claim=claim)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 
-from proofcheck.data.families._base import Draft, Proof, pick
+from proofcheck.data.families._base import Draft, Proof, big, heldout, pick, variant
 
 KINDS = ("valid", "arithmetic", "wrong_operation", "missed_event", "conclusion")
 # (opening, unit, event that adds c, event that removes c, how the claim names the end)
@@ -34,6 +34,20 @@ SCENES = (
     ("An account holds {s} dollars.", "dollars", "{c} dollars are deposited", "{c} dollars are withdrawn",
      "the account then holds {v} dollars"),
 )
+SCENES_UNSEEN = heldout("prose.scene", (
+    ("A library has {s} books on its shelves.", "books", "{c} books are returned", "{c} books are borrowed",
+     "the library then has {v} books on its shelves"),
+    ("A farmer keeps {s} sheep in a field.", "sheep", "{c} sheep are brought in", "{c} sheep are taken out",
+     "there are {v} sheep in the field at the end"),
+    ("A warehouse stores {s} boxes.", "boxes", "{c} boxes are delivered", "{c} boxes are shipped out",
+     "the warehouse ends with {v} boxes"),
+))
+_PROBLEMS_UNSEEN = heldout("prose.problem", ("{opening} These events then happen one after another: {events}. "
+                                             "Prove that {end}.",))
+_SHOWN_UNSEEN = heldout("prose.shown", ("When {e}, the count changes to {a} {op} {c} = {v}.",
+                                        "Because {e}, we now have {a} {op} {c} = {v} {unit}."))
+_BARE_UNSEEN = heldout("prose.bare", ("Once {e}, the total stands at {v}.",))
+_CONCLUDE_UNSEEN = heldout("prose.conclusion", ("Thus {end}, which was to be shown.", "This proves that {end}."))
 _PROBLEMS = ("{opening} Then, in order: {events}. Prove that {end}.",
              "{opening} The following happens, in this order: {events}. Show that {end}.")
 _SHOWN = ("After {e}, there are {a} {op} {c} = {v} {unit}.", "Then {e}: {a} {op} {c} = {v}.",
@@ -50,10 +64,10 @@ def _plan(rng: random.Random, kind: str) -> tuple[int, list[tuple[int, int]], in
     """(start, events as (sign, amount), the wrong event's index or -1, the operation each step
     applies): redrawn until every count the proof writes is >= 0."""
     while True:
-        start, length = rng.randint(10, 40), rng.randint(2, 4)
+        start, length = rng.randint(10, big(40)), rng.randint(2 + variant().longer, 4 + variant().longer)
         events, value = [], start
         for _ in range(length):
-            c = rng.randint(2, 15)
+            c = rng.randint(2, big(15))
             sign = rng.choice([1, -1]) if value - c >= 0 else 1
             events.append((sign, c))
             value += sign * c
@@ -72,7 +86,7 @@ def make(rng: random.Random, kind: str) -> Draft:
     """One proof of `kind` (see `KINDS`)."""
     if kind not in KINDS:
         raise ValueError(f"unknown prose kind {kind!r}; choose one of {', '.join(KINDS)}")
-    opening, unit, add, remove, end = rng.choice(SCENES)
+    opening, unit, add, remove, end = pick(rng, SCENES, SCENES_UNSEEN)
     start, events, at, ops = _plan(rng, kind)
     texts = [(add if s > 0 else remove).format(c=c) for s, c in events]
     p = Proof()
@@ -86,9 +100,9 @@ def make(rng: random.Random, kind: str) -> Draft:
         if i == at and kind == "arithmetic":
             new += rng.choice([-3, -2, -1, 1, 2, 3, 10])
         if rng.random() < 0.3 and kind != "wrong_operation":
-            step = pick(rng, _BARE).format(e=texts[i], E=_cap(texts[i]), v=new, unit=unit)
+            step = pick(rng, _BARE, _BARE_UNSEEN).format(e=texts[i], E=_cap(texts[i]), v=new, unit=unit)
         else:
-            step = pick(rng, _SHOWN).format(e=texts[i], a=shown, op="+" if op > 0 else "-", c=c, v=new, unit=unit)
+            step = pick(rng, _SHOWN, _SHOWN_UNSEEN).format(e=texts[i], a=shown, op="+" if op > 0 else "-", c=c, v=new, unit=unit)
         calc = f"{true}{'+' if s > 0 else '-'}{c}={true_next}"
         if new == true_next:
             p.add(step, f"{calc} ok.")
@@ -102,7 +116,7 @@ def make(rng: random.Random, kind: str) -> Draft:
             p.add(step, f"{calc}, not {new}.", f"{calc.replace('=', ' = ')}, not {new}.")
         true, shown = true_next, new
     claimed = shown + (rng.choice([-2, -1, 1, 2]) if kind == "conclusion" else 0)
-    text = pick(rng, _CONCLUDE).format(end=end.format(v=claimed))
+    text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(end=end.format(v=claimed))
     if claimed == true:
         p.add(text, f"the count is {true} ok.")
     elif kind == "missed_event" and at == len(events) - 1:
@@ -110,7 +124,7 @@ def make(rng: random.Random, kind: str) -> Draft:
               f"the event '{texts[-1]}' is never applied: the count is {true}, not {claimed}.")
     else:
         p.add(text, f"the steps give {shown}, not {claimed}.", f"the steps give {shown}, not {claimed}.")
-    problem = pick(rng, _PROBLEMS).format(opening=opening.format(s=start), events="; ".join(texts),
+    problem = pick(rng, _PROBLEMS, _PROBLEMS_UNSEEN).format(opening=opening.format(s=start), events="; ".join(texts),
                                           end=end.format(v=claimed))
     ref = f"Start at {start} and apply each event in turn: the count ends at {true}."
     return p.draft(problem, ref, str(true), "arithmetic")
