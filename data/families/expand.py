@@ -144,7 +144,7 @@ def make(rng: random.Random, kind: str) -> Draft:
         raise ValueError(f"unknown expand kind {kind!r}; choose one of {', '.join(KINDS)}")
     v = pick(rng, VARS, VARS_UNSEEN)
     p = Proof()
-    if kind == "sign_slip" or rng.random() < 0.5:
+    if kind == "sign_slip" or variant().longer or rng.random() < 0.5:  # longer: three brackets
         E, final, true = _brackets(rng, kind, v, p)
     else:
         E, final, true = _product(rng, kind, v, p)
