@@ -1,0 +1,67 @@
+"""benchmarks/harder_heldout.py: the calibrate command it runs, and its table from records written here (a
+verifier that answers with the gold verification scores 1.0 on every slice, one that accepts everything has
+TNR 0), no model."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import harder_heldout as hh  # noqa: E402
+
+from proofcheck.data.heldout import HARDER, harder_splits  # noqa: E402
+
+ACCEPT = "<assessment>ok</assessment>\n<errors></errors>\n<first_error_step>-1</first_error_step>"
+
+
+def _records(tasks: list[dict], answer) -> list[dict]:
+    return [{"proof_id": t["proof_id"], "is_correct": t["is_correct"], "n_steps": len(t["steps"]),
+             "verifier_trials": [{"status": "done", "text": answer(t), "finish_reason": "stop", "completion_tokens": 9}
+                                 for _ in range(4)]} for t in tasks]
+
+
+@pytest.fixture(scope="module")
+def tasks() -> list[dict]:
+    return [t for ts in harder_splits(12, seed=2).values() for t in ts]
+
+
+def test_gold_answers_score_one_and_accepting_everything_scores_no_tnr(tasks) -> None:
+    fams = {t["proof_id"]: t["family"] for t in tasks}
+    gold = hh.model_rows(_records(tasks, lambda t: t["gold_verification"]), fams, 4, by_family=True)
+    assert list(gold)[0] == hh.ALL_SLICES and gold[hh.ALL_SLICES]["n"] == len(tasks)
+    assert {name for name in gold if "/" not in name} == {hh.ALL_SLICES, *HARDER}
+    assert all(r["bal_f1"] == 1.0 and r["unanimous_bal_f1"] == 1.0 for r in gold.values())
+    assert any(name.endswith(" / parity") for name in gold)
+    yes = hh.model_rows(_records(tasks, lambda t: ACCEPT), fams, 4, by_family=False)
+    assert all(r["tnr"] == 0.0 and r["tpr"] == 1.0 for r in yes.values())
+
+
+def test_the_table_reads_each_finished_run(tmp_path, tasks, capsys) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "harder.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    for name, answer in (("grpo", lambda t: t["gold_verification"]), ("sft", lambda t: ACCEPT)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _records(tasks, answer)))
+    assert hh.main(["--out", str(tmp_path), "--table-only", "--json", str(tmp_path / "rows.json")]) == 0
+    text = capsys.readouterr().out
+    assert "| grpo | all slices | 48 | 1.000" in text and "| sft | hard-size | 12 |" in text
+    assert set(json.loads((tmp_path / "rows.json").read_text())) == {"grpo", "sft"}
+
+
+def test_the_command_is_proofcheck_calibrate_measuring_only() -> None:
+    from proofcheck.app.cli import build_parser
+
+    cmd = hh.calibrate_command("runs/m", Path("runs/h/data/harder.jsonl"), Path("runs/h/grpo"), 4, 0)
+    args = build_parser().parse_args(cmd[3:])
+    assert (args.model, args.max_k, args.no_card, args.resume, args.out) == ("runs/m", 4, True, True, "runs/h/grpo")
+
+
+def test_avoided_sets_are_read_and_a_missing_folder_is_named(tmp_path) -> None:
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"problem": "p", "steps": []}) + "\n")
+    assert hh.avoided_tasks(tmp_path) == [{"problem": "p", "steps": []}] and hh.avoided_tasks(None) == []
+    with pytest.raises(FileNotFoundError, match="no task sets"):
+        hh.avoided_tasks(tmp_path / "nothing")
