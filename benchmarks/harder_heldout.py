@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _tables import publish
+
 from proofcheck.calibration import ProofPasses, calibration_table, row_at
 from proofcheck.data.families import family_names, family_selection
 from proofcheck.data.heldout import HARDER, harder_splits, write_harder
@@ -129,15 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
         records = latest_records(read_jsonl_tolerant(run / "records.jsonl"), ("proof_id",), str(run))
         results[run.name] = model_rows(records, families, args.passes, args.by_family)
-    if not results:
-        print(f"no finished run in {out}", file=sys.stderr)
-        return 1
-    table = markdown(results, args.passes)
-    print(table)
-    (out / "HARDER.md").write_text(table + "\n", encoding="utf-8")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return publish(out, "HARDER.md", results, lambda r: markdown(r, args.passes), args.json)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from _tables import publish
+
 from proofcheck.data.families import ALL, family_names, resolve
 
 BAR = {"rough_bal_f1": 0.50, "rough_tnr": 0.50}  # the left-out family's floor (issue 49)
@@ -128,16 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[loo] {fam} done in {secs / 60:.1f} min", flush=True)
     reference = json.loads(Path(args.reference).read_text(encoding="utf-8")) if args.reference else None
     rows = collect(out, list(ALL) if args.table_only and not args.only else families, reference)
-    if not rows:
-        print(f"no finished run in {out}", file=sys.stderr)
-        return 1
-    table = loo_table(rows)
-    print(table)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "LOO.md").write_text(table + "\n", encoding="utf-8")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return publish(out, "LOO.md", rows, loo_table, args.json)
 
 
 if __name__ == "__main__":
