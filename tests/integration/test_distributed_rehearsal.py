@@ -254,3 +254,66 @@ def test_two_ranks_colocate_killed_twice_resume_to_the_same_end(tiny_model: Path
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=400,
                          env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
     assert res.returncode == 0 and "MERGED" in res.stdout, res.stderr[-3000:]
+
+
+POOL_WRAPPER = '''
+"""train/grpo.py that writes, on every rank, the chunks its uncertainty pool served (PC_POOL_OUT/rank<R>.json)."""
+import json
+import os
+import sys
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from proofcheck.train import run
+
+build = run.build_trainer
+
+
+class Dump(TrainerCallback):
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def on_train_end(self, args, state, control, **kw):
+        pool = self.trainer.uncertainty
+        out = Path(os.environ["PC_POOL_OUT"]) / f"rank{os.environ.get('RANK', '0')}.json"
+        out.write_text(json.dumps({"draws": pool.queues.draws, "history": pool.history}))
+
+
+def build_with_dump(*a, **kw):
+    out = build(*a, **kw)
+    out[0].add_callback(Dump(out[0]))
+    return out
+
+
+run.build_trainer = build_with_dump
+from proofcheck.train.grpo import main  # noqa: E402
+
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+def test_two_ranks_serve_the_same_pool_prompts(tiny_model: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48: under two ranks the pool's refreshes (each rank verifies half the pool, the results gathered)
+    give both ranks the same queues, so their samplers draw the same chunks (each rank then takes its own
+    micro-batches of them); the config check and the sampler count a generation's prompts alike (2 ranks x 2
+    rows / 2 generations = 2 prompts a chunk); every trained chunk comes from a queue."""
+    wrapper = tmp_path / "grpo_with_pool_dump.py"
+    wrapper.write_text(textwrap.dedent(POOL_WRAPPER))
+    out, dumps, log = tmp_path / "run", tmp_path / "pool", tmp_path / "pool.log"
+    dumps.mkdir()
+    monkeypatch.setenv("PC_POOL_OUT", str(dumps))
+    text = finish(launch(wrapper, out, log, tiny_model, "--use_vllm", "false", "--eval_at_start", "false",
+                         "--eval_max_samples", "0", "--save_strategy", "no", "--uncertainty_pool", "8",
+                         "--uncertainty_passes", "2", "--uncertainty_every", "2", "--max_steps", "6"), log)
+    assert "rank 0: done at step 6" in text and "rank 1: done at step 6" in text
+    ranks = [json.loads((dumps / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for r in ranks:
+        for e in r["history"]:
+            e.pop("seconds")  # each rank's own clock
+    assert ranks[0] == ranks[1]
+    draws = [d for d in ranks[0]["draws"] if d["chunk"] < 6]  # the chunk drawn ahead of the last step never trains
+    assert [d["chunk"] for d in draws] == list(range(6)) and all(len(d["rows"]) == 2 for d in draws)
+    assert sum(d["fallback"] for d in draws) == 0, json.dumps([draws, ranks[0]["history"]])
+    assert [(e["step"], e["from_chunk"], e["queued"]) for e in ranks[0]["history"]] == [(0, 0, 8), (2, 4, 4)]
