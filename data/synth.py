@@ -91,6 +91,7 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
     error_at = {"valid": -1, "conclusion": length}.get(kind, rng.randrange(length))
     steps: list[str] = []
     checks: list[str] = []
+    rechecks: list[list[str]] = []  # (the step recomputed from the true value, what it says): data.rationale
     errors: list[tuple[int, str]] = []
     true_prev, shown_prev = start, start
     for i, (op, c) in enumerate(ops):
@@ -106,6 +107,7 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
         if not errors:  # the gold check stops at the first error
             ok = shown_val == true_val
             checks.append(f"Step {i}: {true_prev}{op}{c}={true_val} {'ok' if ok else f'not {shown_val}'}.")
+            rechecks.append([f"x_{i + 1} = {true_prev} {op} {c} = {true_val}", f"x_{i + 1} = {a} {op} {c} = {shown_val}"])
             if not ok:
                 why = f"x_{i} is {true_prev}, not {a}" if a != true_prev else f"{a} {op} {c} = {true_val}, not {shown_val}"
                 errors.append((i, f"{why}."))
@@ -115,6 +117,7 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
     if not errors:
         ok = claimed == true_prev
         checks.append(f"Step {length}: x_{length}={true_prev} {'ok' if ok else f'not {claimed}'}.")
+        rechecks.append([f"the steps give x_{length} = {true_prev}", f"x_{length} = {claimed}"])
         if not ok:
             errors.append((length, f"the steps give x_{length} = {true_prev}, not {claimed}."))
     first = errors[0][0] if errors else -1
@@ -147,6 +150,7 @@ def make_task(rng: random.Random, kind: str, index: int = 0) -> dict[str, Any]:
         "family": "chain",
         "kind": kind,
         "gold_verification": format_verdict(" ".join(checks) + " " + verdict, errors, first),
+        "step_checks": rechecks,
     }
 
 

@@ -29,6 +29,8 @@ class Draft:
 
     `checks` holds one gold check line per step, up to and including the first wrong step (the
     line without the `Step i:` prefix); `error` is (first wrong step, reason) or None when valid.
+    `rechecks` holds, for the same steps, (the step recomputed from the true state, what the step
+    says): the recomputed gold rationale's parts (`proofcheck.data.rationale`).
     """
 
     problem: str
@@ -38,35 +40,41 @@ class Draft:
     reference_solution: str
     reference_answer: str
     subject: str
+    rechecks: list[tuple[str, str]] | None = None
 
 
 class Proof:
-    """Builds a `Draft` step by step: `add(text, ok_check, wrong_reason=None)` records a step and,
-    until the first wrong step, its gold check line.
+    """Builds a `Draft` step by step: `add(text, ok_check, wrong_reason=None, redo=..., says=...)` records a
+    step and, until the first wrong step, its gold check line and its recheck (`redo`: the step recomputed from
+    the true state; `says`: what the step states).
 
     >>> p = Proof()
-    >>> p.add("2 + 2 = 4.", "2+2=4 ok.")
-    >>> p.add("So 4 + 1 = 6.", "4+1=5, not 6.", "4 + 1 = 5, not 6.")
-    >>> p.error, p.checks
-    ((1, '4 + 1 = 5, not 6.'), ['2+2=4 ok.', '4+1=5, not 6.'])
+    >>> p.add("2 + 2 = 4.", "2+2=4 ok.", redo="2 + 2 = 4", says="4")
+    >>> p.add("So 4 + 1 = 6.", "4+1=5, not 6.", "4 + 1 = 5, not 6.", redo="4 + 1 = 5", says="6")
+    >>> p.error, p.checks, p.rechecks
+    ((1, '4 + 1 = 5, not 6.'), ['2+2=4 ok.', '4+1=5, not 6.'], [('2 + 2 = 4', '4'), ('4 + 1 = 5', '6')])
     """
 
     def __init__(self) -> None:
         self.steps: list[str] = []
         self.checks: list[str] = []
+        self.rechecks: list[tuple[str, str]] = []
         self.error: tuple[int, str] | None = None
 
-    def add(self, text: str, check: str, wrong: str | None = None) -> None:
-        """Append step `text`; `check` is its gold check line; `wrong` (a reason) marks it wrong."""
+    def add(self, text: str, check: str, wrong: str | None = None, *, redo: str, says: str) -> None:
+        """Append step `text`; `check` is its gold check line; `wrong` (a reason) marks it wrong; `redo` and
+        `says` are its recheck (the step recomputed from the true state, what the step states)."""
         if self.error is None:
             self.checks.append(check)
+            self.rechecks.append((redo, says))
             if wrong is not None:
                 self.error = (len(self.steps), wrong)
         self.steps.append(text)
 
     def draft(self, problem: str, reference_solution: str, reference_answer: str, subject: str) -> Draft:
         """The finished `Draft` of the steps added so far."""
-        return Draft(problem, self.steps, self.checks, self.error, reference_solution, reference_answer, subject)
+        return Draft(problem, self.steps, self.checks, self.error, reference_solution, reference_answer, subject,
+                     self.rechecks)
 
 
 @dataclass(frozen=True)
@@ -195,4 +203,5 @@ def to_task(draft: Draft, family: str, kind: str, index: int = 0) -> dict[str, A
         "family": family,
         "kind": kind,
         "gold_verification": format_verdict(f"{checks} {verdict}", errors, first),
+        "step_checks": [list(r) for r in draft.rechecks or []],
     }

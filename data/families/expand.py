@@ -75,19 +75,23 @@ def _brackets(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str
         t1 = q
     T0 = f"{pc}{v} {signed(t1)} {signed(r)}{v} {signed(t2)}"
     how = pick(rng, _EXPAND, _EXPAND_UNSEEN).format(E=E, T=T0 + third)
+    re_ = {"redo": f"{pc}·({q}) = {pc * q}, ({r})·({w}) = {r * w}: {pc}{v} {signed(pc * q)} {signed(r)}{v} "
+                   f"{signed(r * w)}{third}", "says": T0 + third}
     if kind == "sign_slip":
         p.add(how, f"({r})·({w})={r * w}, not {t2}.",
-              f"({r})·({w}) = {r * w}, not {t2}: the sign of the product is wrong.")
+              f"({r})·({w}) = {r * w}, not {t2}: the sign of the product is wrong.", **re_)
     elif kind == "wrong_rule":
         p.add(how, f"{pc}·{q}={pc * q}, not {q}.",
-              f"{pc} multiplies every term of the bracket: {pc}·{q} = {pc * q}, not {q}.")
+              f"{pc} multiplies every term of the bracket: {pc}·{q} = {pc * q}, not {q}.", **re_)
     else:
-        p.add(how, f"{pc}·({q})={pc * q}, ({r})·({w})={r * w} ok.")
+        p.add(how, f"{pc}·({q})={pc * q}, ({r})·({w})={r * w} ok.", **re_)
     if s3:
         T0 += f" {signed(s3)}{v} {signed(t3)}"
-        p.add(f"Expanding the last bracket, this is {T0}.", f"{s3}·({z})={t3} ok.")
+        p.add(f"Expanding the last bracket, this is {T0}.", f"{s3}·({z})={t3} ok.",
+              redo=f"{s3}·({z}) = {t3}: {s3}({linear(1, v, z)}) = {linear(s3, v, t3)}", says=T0)
     T1 = f"({pc} {signed(r)}{f' {signed(s3)}' if s3 else ''}){v} + ({t1} {signed(t2)}{f' {signed(t3)}' if s3 else ''})"
-    p.add(pick(rng, _GROUP, _GROUP_UNSEEN).format(T=T1), "grouping ok.")
+    p.add(pick(rng, _GROUP, _GROUP_UNSEEN).format(T=T1), "grouping ok.", redo=f"the like terms of {T0}: {T1}",
+          says=T1)
     a_, b_ = pc + r + s3, t1 + t2 + t3
     if kind == "arithmetic":
         if rng.random() < 0.5:
@@ -97,11 +101,12 @@ def _brackets(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str
     T2 = linear(a_, v, b_)
     ra, rb = f"{pc}{r:+d}" + (f"{s3:+d}" if s3 else ""), f"{t1}{t2:+d}" + (f"{t3:+d}" if s3 else "")
     sa, sb = pc + r + s3, t1 + t2 + t3
+    re_ = {"redo": f"{ra} = {sa}, {rb} = {sb}: {linear(sa, v, sb)}", "says": T2}
     if (a_, b_) == (sa, sb):
-        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T2), f"{ra}={sa}, {rb}={sb} ok.")
+        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T2), f"{ra}={sa}, {rb}={sb} ok.", **re_)
     else:
         p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T2), f"{ra}={sa}, {rb}={sb}, not {T2}.",
-              f"{T1} = {linear(sa, v, sb)}, not {T2}.")
+              f"{T1} = {linear(sa, v, sb)}, not {T2}.", **re_)
     return E, T2, linear(true_a, v, true_b)
 
 
@@ -118,11 +123,13 @@ def _product(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str,
         rule = f"({linear(1, v, a)})^2 = {true}" if square else \
             f"every term multiplies every term, giving {v2} {signed(b)}{v} {signed(a)}{v} {signed(a * b)}"
         p.add(pick(rng, _EXPAND, _EXPAND_UNSEEN).format(E=E, T=T), f"the cross terms {a + b}{v} are missing.",
-              f"{rule}; the terms in {v} are missing.")
-        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T), "ok given step 0.")
+              f"{rule}; the terms in {v} are missing.",
+              redo=f"{E} = {v2} {signed(b)}{v} {signed(a)}{v} {signed(a * b)}", says=T)
+        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T), "ok given step 0.", redo=T, says=T)
         return E, T, true
     T0 = f"{v2} {signed(b)}{v} {signed(a)}{v} {signed(a * b)}"
-    p.add(pick(rng, _EXPAND, _EXPAND_UNSEEN).format(E=E, T=T0), f"({a})·({b})={a * b} ok.")
+    p.add(pick(rng, _EXPAND, _EXPAND_UNSEEN).format(E=E, T=T0), f"({a})·({b})={a * b} ok.",
+          redo=f"({a})·({b}) = {a * b}: {T0}", says=T0)
     cb, cc = a + b, a * b
     if kind == "arithmetic":
         if rng.random() < 0.5 or a + b == 0:
@@ -130,11 +137,12 @@ def _product(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str,
         else:
             cb = -(a + b) if rng.random() < 0.5 else cb + rng.choice([-1, 1])
     T1 = _quadratic(v2, v, cb, cc)
+    re_ = {"redo": f"{b} {signed(a)} = {a + b}, ({a})·({b}) = {a * b}: {true}", "says": T1}
     if (cb, cc) == (a + b, a * b):
-        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T1), f"{b}{a:+d}={a + b} ok.")
+        p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T1), f"{b}{a:+d}={a + b} ok.", **re_)
     else:
         p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T1), f"{b}{a:+d}={a + b}, {a}·{b}={a * b}, so {true}, not {T1}.",
-              f"{signed(b, True)}{v} {signed(a)}{v} {signed(a * b)} gives {true}, not {T1}.")
+              f"{signed(b, True)}{v} {signed(a)}{v} {signed(a * b)} gives {true}, not {T1}.", **re_)
     return E, T1, true
 
 
@@ -154,9 +162,10 @@ def make(rng: random.Random, kind: str) -> Draft:
             claimed = _perturb(rng, final, v)
     text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(E=E, F=claimed, v=v)
     if claimed == final:
-        p.add(text, "the identity follows.")
+        p.add(text, "the identity follows.", redo=f"the steps give {final}", says=claimed)
     else:
-        p.add(text, f"the steps give {final}, not {claimed}.", f"the steps give {final}, not {claimed}.")
+        p.add(text, f"the steps give {final}, not {claimed}.", f"the steps give {final}, not {claimed}.",
+              redo=f"the steps give {final}", says=claimed)
     problem = pick(rng, _PROBLEMS, _PROBLEMS_UNSEEN).format(E=E, F=claimed, v=v)
     return p.draft(problem, f"Expand and collect like terms: {E} = {true}.", true, "algebra")
 

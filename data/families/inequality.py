@@ -82,16 +82,18 @@ def make(rng: random.Random, kind: str) -> Draft:
         text = reword(rng, "Since {since} and {sign_text}, multiplying by {p} {gives} {result}.", _KEEP_UNSEEN)
     text = text.format(since=since, sign_text=sign_text, p=p, gives=gives, result=result)
     true_prod = p * end_
+    re_ = {"redo": f"on [{lo}, {hi}] the {'largest' if upper else 'smallest'} {p}{v} is {p}·{end_} = {true_prod}: "
+                   f"{p}{v} {want} {true_prod}", "says": f"{p}{v} {want} {prod}"}
     if prod == true_prod:
-        st.add(text, f"{p}·{end_}={true_prod}, {want} ok.")
+        st.add(text, f"{p}·{end_}={true_prod}, {want} ok.", **re_)
     elif kind == "no_flip":
         st.add(text, f"{p}<0 reverses it: {p}{v} {other} {prod}, not {want} {prod}.",
                f"multiplying by {p} < 0 reverses the inequality: {since} gives {p}{v} {other} {prod}, "
-               f"not {want} {prod} (it fails at {v} = {end_}).")
+               f"not {want} {prod} (it fails at {v} = {end_}).", **re_)
     else:
         st.add(text, f"{v} {bound_of[premise]} {premise} does not give {result}: it fails at {v} = {end_}.",
                f"{v} {bound_of[premise]} {premise} does not give {p}{v} {want} {prod}; at {v} = {end_}, "
-               f"{p}{v} = {true_prod}.")
+               f"{p}{v} = {true_prod}.", **re_)
     parts, slip_at = [q], 0
     if variant().longer:  # a longer proof: the constant added in two moves, a slip in either
         q1 = rng.choice([k for k in range(-abs(q) - 5, abs(q) + 6) if k and k != q])
@@ -107,11 +109,13 @@ def make(rng: random.Random, kind: str) -> Draft:
         verb = pick(rng, ("Adding {q} to both sides", "Adding {q}"), _ADD_UNSEEN) if qj > 0 else \
             pick(rng, ("Subtracting {q} from both sides", "Subtracting {q}"), _SUBTRACT_UNSEEN)
         text = f"{verb.format(q=abs(qj))}, {line}."
+        re_ = {"redo": f"{before} {op} {abs(qj)} = {total}: {linear(p, v, added)} {want} {total}",
+               "says": f"{linear(p, v, added)} {want} {shown}"}
         if shown == total:
-            st.add(text, f"{before}{op}{abs(qj)}={total} ok.")
+            st.add(text, f"{before}{op}{abs(qj)}={total} ok.", **re_)
         else:
             st.add(text, f"{before}{op}{abs(qj)}={total}, not {shown}.",
-                   f"{before} {op} {abs(qj)} = {total}, not {shown}.")
+                   f"{before} {op} {abs(qj)} = {total}, not {shown}.", **re_)
     rel, bound = want, shown
     if kind == "conclusion":
         if rng.random() < 0.5:
@@ -120,11 +124,13 @@ def make(rng: random.Random, kind: str) -> Draft:
             bound = shown + (-1 if upper else 1) * rng.choice([1, 2])
     claim = _rel(words, linear(p, v, q), rel, str(bound))
     text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(claim=claim, v=v)
+    re_ = {"redo": f"the steps give {linear(p, v, q)} {want} {shown}", "says": claim}
     if (rel, bound) == (want, shown):
-        st.add(text, "the bound follows ok.")
+        st.add(text, "the bound follows ok.", **re_)
     else:
         st.add(text, f"the steps give {want} {shown}, not {rel} {bound}.",
-               f"the steps give {linear(p, v, q)} {want} {shown}, not {rel} {bound} (equality at {v} = {end_}).")
+               f"the steps give {linear(p, v, q)} {want} {shown}, not {rel} {bound} (equality at {v} = {end_}).",
+               **re_)
     problem = pick(rng, _PROBLEMS, _PROBLEMS_UNSEEN).format(lo=lo, hi=hi, v=v, claim=claim)
     extreme = p * end_ + q
     ref = f"{linear(p, v, q)} is {'increasing' if p > 0 else 'decreasing'} in {v}, so its " \

@@ -94,47 +94,58 @@ def make(rng: random.Random, kind: str) -> Draft:
         right = linear(c, v, d)
         eq = f"{a}({linear(1, v, e)})" + (f" {signed(g)}" if g else "") + f" = {right}"
         p.add(f"Expanding the bracket, {a}{v} {signed(a * e)}" + (f" {signed(g)}" if g else "") +
-              f" = {right}, so {linear(a, v, b)} = {right}.", f"{a}·{e}={a * e}, {a * e}{g:+d}={b} ok.")
+              f" = {right}, so {linear(a, v, b)} = {right}.", f"{a}·{e}={a * e}, {a * e}{g:+d}={b} ok.",
+              redo=f"{a}·({e}) = {a * e}, {a * e} {signed(g)} = {b}: {linear(a, v, b)} = {right}",
+              says=f"{linear(a, v, b)} = {right}")
     if c:
         r = f"{linear(A, v, b)} = {d}"
-        p.add(pick(rng, _SUB_VAR, _SUB_VAR_UNSEEN).format(c=linear(c, v, 0), r=r, v=v), f"{a}{v}-{c}{v}={A}{v} ok.")
+        p.add(pick(rng, _SUB_VAR, _SUB_VAR_UNSEEN).format(c=linear(c, v, 0), r=r, v=v), f"{a}{v}-{c}{v}={A}{v} ok.",
+              redo=f"{linear(a, v, 0)} - {linear(c, v, 0)} = {linear(A, v, 0)}: {r}", says=r)
     sign = "-" if b > 0 else "+"
     if kind == "divide_one_term" or (b % A == 0 and kind in ("valid", "conclusion")):
         q = d // A
         if kind == "divide_one_term":
             p.add(pick(rng, _DIVIDE, _DIVIDE_UNSEEN).format(A=A, r=f"{linear(1, v, b)} = {d} / {A} = {q}"),
                   f"{b}/{A}={b // A}, so {linear(1, v, b // A)} = {q}, not {linear(1, v, b)} = {q}.",
-                  f"dividing by {A} divides every term: {linear(1, v, b // A)} = {q}, not {linear(1, v, b)} = {q}.")
+                  f"dividing by {A} divides every term: {linear(1, v, b // A)} = {q}, not {linear(1, v, b)} = {q}.",
+                  redo=f"{d}/{A} = {q}, {b}/{A} = {b // A}: {linear(1, v, b // A)} = {q}", says=f"{linear(1, v, b)} = {q}")
             b_shown = b
         else:
             p.add(pick(rng, _DIVIDE, _DIVIDE_UNSEEN).format(A=A, r=f"{linear(1, v, b // A)} = {d} / {A} = {q}"),
-                  f"{d}/{A}={q}, {b}/{A}={b // A} ok.")
+                  f"{d}/{A}={q}, {b}/{A}={b // A} ok.",
+                  redo=f"{d}/{A} = {q}, {b}/{A} = {b // A}: {linear(1, v, b // A)} = {q}",
+                  says=f"{linear(1, v, b // A)} = {q}")
             b_shown = b // A
         value = q - b_shown
         p.add(_move(rng, b_shown, f"{v} = {q} {'-' if b_shown > 0 else '+'} {abs(b_shown)} = {value}"),
-              f"{q}{'-' if b_shown > 0 else '+'}{abs(b_shown)}={value} ok.")
+              f"{q}{'-' if b_shown > 0 else '+'}{abs(b_shown)}={value} ok.",
+              redo=f"{q} {'-' if b_shown > 0 else '+'} {abs(b_shown)} = {value}: {v} = {value}", says=f"{v} = {value}")
     else:
         right = d - b
         if kind == "sign_slip":
             shown = d + b
             p.add(_move(rng, b, f"{A}{v} = {d} + {b} = {shown}"), f"{d}-{b}={right}, not {d}+{b}.",
-                  f"moving {b} to the other side changes its sign: {A}{v} = {d} - {b} = {right}, not {shown}.")
+                  f"moving {b} to the other side changes its sign: {A}{v} = {d} - {b} = {right}, not {shown}.",
+                  redo=f"{d} - {b} = {right}: {A}{v} = {right}", says=f"{A}{v} = {shown}")
         else:
             shown = right + (rng.choice([-2, -1, 1, 2]) * A if kind == "arithmetic" else 0)
             calc = f"{d}{sign}{abs(b)}={right}"
             text = _move(rng, b, f"{A}{v} = {d} {sign} {abs(b)} = {shown}")
+            re_ = {"redo": f"{d} {sign} {abs(b)} = {right}: {A}{v} = {right}", "says": f"{A}{v} = {shown}"}
             if shown == right:
-                p.add(text, f"{calc} ok.")
+                p.add(text, f"{calc} ok.", **re_)
             else:
-                p.add(text, f"{calc}, not {shown}.", f"{d} {sign} {abs(b)} = {right}, not {shown}.")
+                p.add(text, f"{calc}, not {shown}.", f"{d} {sign} {abs(b)} = {right}, not {shown}.", **re_)
         value = shown // A
-        p.add(pick(rng, _DIVIDE, _DIVIDE_UNSEEN).format(A=A, r=f"{v} = {shown} / {A} = {value}"), f"{shown}/{A}={value} ok.")
+        p.add(pick(rng, _DIVIDE, _DIVIDE_UNSEEN).format(A=A, r=f"{v} = {shown} / {A} = {value}"), f"{shown}/{A}={value} ok.",
+              redo=f"{shown}/{A} = {value}: {v} = {value}", says=f"{v} = {value}")
     claimed = value + (rng.choice([-2, -1, 1, 2]) if kind == "conclusion" else 0)
     text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(v=v, s=claimed)
     if claimed == value:
-        p.add(text, f"{v}={value} ok.")
+        p.add(text, f"{v}={value} ok.", redo=f"the steps give {v} = {value}", says=f"{v} = {claimed}")
     else:
-        p.add(text, f"the steps give {v}={value}, not {claimed}.", f"the steps give {v} = {value}, not {claimed}.")
+        p.add(text, f"the steps give {v}={value}, not {claimed}.", f"the steps give {v} = {value}, not {claimed}.",
+              redo=f"the steps give {v} = {value}", says=f"{v} = {claimed}")
     problem = pick(rng, _PROBLEMS, _PROBLEMS_UNSEEN).format(eq=eq, v=v, s=claimed)
     ref = f"Collect the {v}-terms and the constants: {A}{v} = {d - b}, so {v} = {s}."
     return p.draft(problem, ref, str(s), "algebra")

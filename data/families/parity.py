@@ -89,21 +89,25 @@ def _subst(a: int, b: int, c: int, i: int) -> str:
     return " + ".join(terms)
 
 
+Case = tuple[str, str, str | None, dict[str, str]]  # step, check, wrong reason or None, its recheck (redo, says)
+
+
 def _case_congruence(rng: random.Random, f: str, a: int, b: int, c: int, m: int, i: int,
-                     slip: int | None) -> tuple[str, str, str | None]:
-    """(step, check, wrong reason or None); `slip` is a wrong value to show instead of f(i)."""
+                     slip: int | None) -> Case:
+    """(step, check, wrong reason or None, recheck); `slip` is a wrong value to show instead of f(i)."""
     val = a * i * i + b * i + c
     shown = val if slip is None else slip
     head = pick(rng, ("If n ≡ {i} (mod {m}), then", "For n ≡ {i} (mod {m}) we get"), _HEAD_CONG_UNSEEN).format(i=i, m=m)
     step = f"{head} {f} ≡ {_subst(a, b, c, i)} = {shown} ≡ {shown % m} (mod {m})."
+    re_ = {"redo": f"n ≡ {i}: {_subst(a, b, c, i)} = {val} ≡ {val % m} (mod {m})", "says": f"{shown} ≡ {shown % m}"}
     if slip is None:
-        return step, f"n≡{i}: {val} ≡ {val % m} ok.", None
+        return step, f"n≡{i}: {val} ≡ {val % m} ok.", None, re_
     return step, f"n≡{i}: {_subst(a, b, c, i)} = {val}, not {shown}.", \
-        f"{_subst(a, b, c, i)} = {val}, not {shown}, so f ≡ {val % m} (mod {m}) in this case."
+        f"{_subst(a, b, c, i)} = {val}, not {shown}, so f ≡ {val % m} (mod {m}) in this case.", re_
 
 
 def _case_algebra(rng: random.Random, f: str, a: int, b: int, c: int, m: int, i: int,
-                  slip: int | None) -> tuple[str, str, str | None]:
+                  slip: int | None) -> Case:
     """As `_case_congruence`, writing n = mk + i and expanding in k."""
     A, B, C = a * m * m, 2 * a * m * i + b * m, a * i * i + b * i + c
     shown = C if slip is None else slip
@@ -112,10 +116,12 @@ def _case_algebra(rng: random.Random, f: str, a: int, b: int, c: int, m: int, i:
     n_is = f"{m}k" + (f" + {i}" if i else "")
     head = pick(rng, ("If n = {n}, then", "Write n = {n}; then"), _HEAD_ALG_UNSEEN).format(n=n_is)
     step = f"{head} {f} = {poly(A, B, shown, 'k')} = {tail}."
+    re_ = {"redo": f"n = {n_is}: the constant term is {_subst(a, b, c, i)} = {C}, remainder {C % m}",
+           "says": f"constant {shown}, remainder {shown % m}"}
     if slip is None:
-        return step, f"n={n_is}: constant {C}, remainder {C % m} ok.", None
+        return step, f"n={n_is}: constant {C}, remainder {C % m} ok.", None, re_
     return step, f"n={n_is}: the constant term is {C}, not {shown}.", \
-        f"with n = {n_is} the constant term is {_subst(a, b, c, i)} = {C}, not {shown}."
+        f"with n = {n_is} the constant term is {_subst(a, b, c, i)} = {C}, not {shown}.", re_
 
 
 def _parity(x: int) -> str:
@@ -123,7 +129,7 @@ def _parity(x: int) -> str:
 
 
 def _case_words(rng: random.Random, f: str, a: int, b: int, c: int, i: int,
-                wrong: bool) -> tuple[str, str, str | None]:
+                wrong: bool) -> Case:
     """Parity words for m = 2; `wrong` misapplies the rule for a sum (needs b > 0)."""
     t1, t2 = poly(a, 0, 0), poly(0, b, 0)
     p1, p2 = a * i % 2, b * i % 2
@@ -136,11 +142,15 @@ def _case_words(rng: random.Random, f: str, a: int, b: int, c: int, i: int,
     if c:
         text += f"; adding {c}, {f} is {_parity(shown12 + c)}"
     text += "."
+    redo = f"n {_parity(i)}: {t1} is {_parity(p1)}" + (f", {t2} is {_parity(p2)}, so {poly(a, b, 0)} is "
+                                                       f"{_parity(s12)}" if b else "")
+    re_ = {"redo": redo + (f"; adding {c}, {f} is {_parity(s12 + c)}" if c else ""),
+           "says": f"{f} is {_parity(shown12 + c)}"}
     if not wrong:
-        return text, f"n {_parity(i)}: f is {_parity(s12 + c)} ok.", None
+        return text, f"n {_parity(i)}: f is {_parity(s12 + c)} ok.", None, re_
     rule = f"{_parity(p1)} + {_parity(p2)} is {_parity(s12)}"
     return text, f"{rule}, not {_parity(shown12)}.", \
-        f"{rule}, so {poly(a, b, 0)} is {_parity(s12)}, not {_parity(shown12)}."
+        f"{rule}, so {poly(a, b, 0)} is {_parity(s12)}, not {_parity(shown12)}.", re_
 
 
 def make(rng: random.Random, kind: str) -> Draft:
@@ -155,30 +165,36 @@ def make(rng: random.Random, kind: str) -> Draft:
     claim = _claim(m, r)
     p = Proof()
     if rng.random() < 0.5:
-        p.add(pick(rng, _INTRO[m], _INTRO_UNSEEN[m]), "the cases cover every integer ok.")
+        p.add(pick(rng, _INTRO[m], _INTRO_UNSEEN[m]), "the cases cover every integer ok.",
+              redo=f"n mod {m} is one of {', '.join(map(str, range(m)))}", says=f"{m} cases")
     for i in range(m):
         if i == e and kind == "case_missed":
             continue
         if wording == "words":
-            step, check, wrong = _case_words(rng, f, a, b, c, i, i == e and kind == "wrong_rule")
+            step, check, wrong, re_ = _case_words(rng, f, a, b, c, i, i == e and kind == "wrong_rule")
         else:
             val = a * i * i + b * i + c
             slip = None
             if i == e and kind == "arithmetic":
                 slip = rng.choice([val + d for d in range(-m - 2, m + 3) if d and (val + d) % m == r and val + d >= 0])
             case = _case_congruence if wording == "congruence" else _case_algebra
-            step, check, wrong = case(rng, f, a, b, c, m, i, slip)
-        p.add(step, check, wrong)
+            step, check, wrong, re_ = case(rng, f, a, b, c, m, i, slip)
+        p.add(step, check, wrong, **re_)
     text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(f=f, claim=claim)
+    shown = [i for i in range(m) if not (i == e and kind == "case_missed")]
+    re_ = {"redo": "the cases shown give remainders " + ", ".join(
+        f"{(a * i * i + b * i + c) % m} (n ≡ {i})" for i in shown) + (f"; n ≡ {e} is not treated" if len(shown) < m
+                                                                     else ""),
+           "says": f"{f} {claim} for every integer n"}
     if kind == "case_missed":
         miss = f"n ≡ {e} (mod {m})" if m == 3 else f"n {_parity(e)}"
         p.add(text, f"the case {miss} is missing.", f"the case {miss} is never treated, and there "
-              f"{f} {_claim(m, (a * e * e + b * e + c) % m)}.")
+              f"{f} {_claim(m, (a * e * e + b * e + c) % m)}.", **re_)
     elif kind == "conclusion":
         p.add(text, "the cases disagree.", f"the case n ≡ {e} (mod {m}) gives remainder "
-              f"{(a * e * e + b * e + c) % m}, so the cases do not show that {f} {claim}.")
+              f"{(a * e * e + b * e + c) % m}, so the cases do not show that {f} {claim}.", **re_)
     else:
-        p.add(text, "every case agrees ok.")
+        p.add(text, "every case agrees ok.", **re_)
     ref = "; ".join(f"n ≡ {i} (mod {m}) gives {f} ≡ {(a * i * i + b * i + c) % m}" for i in range(m)) + "."
     return p.draft(_problem(rng, f, claim), ref, "true" if kind == "valid" else "false", "number theory")
 

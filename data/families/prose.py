@@ -104,26 +104,28 @@ def make(rng: random.Random, kind: str) -> Draft:
         else:
             step = pick(rng, _SHOWN, _SHOWN_UNSEEN).format(e=texts[i], a=shown, op="+" if op > 0 else "-", c=c, v=new, unit=unit)
         calc = f"{true}{'+' if s > 0 else '-'}{c}={true_next}"
+        re_ = {"redo": f"{texts[i]}: {true} {'+' if s > 0 else '-'} {c} = {true_next}", "says": str(new)}
         if new == true_next:
-            p.add(step, f"{calc} ok.")
+            p.add(step, f"{calc} ok.", **re_)
         elif i == at and kind == "wrong_operation":
             means = f"{texts[i]} means {'adding' if s > 0 else 'subtracting'} {c}"
-            p.add(step, f"{means}: {calc}, not {new}.", f"{means}: {calc.replace('=', ' = ')}, not {new}.")
+            p.add(step, f"{means}: {calc}, not {new}.", f"{means}: {calc.replace('=', ' = ')}, not {new}.", **re_)
         elif shown != true:
             p.add(step, f"{calc}, not {new}: an event was skipped.",
-                  f"the event before this one was never applied: the count is {true_next}, not {new}.")
+                  f"the event before this one was never applied: the count is {true_next}, not {new}.", **re_)
         else:
-            p.add(step, f"{calc}, not {new}.", f"{calc.replace('=', ' = ')}, not {new}.")
+            p.add(step, f"{calc}, not {new}.", f"{calc.replace('=', ' = ')}, not {new}.", **re_)
         true, shown = true_next, new
     claimed = shown + (rng.choice([-2, -1, 1, 2]) if kind == "conclusion" else 0)
     text = pick(rng, _CONCLUDE, _CONCLUDE_UNSEEN).format(end=end.format(v=claimed))
+    re_ = {"redo": f"after every event the count is {true}", "says": str(claimed)}
     if claimed == true:
-        p.add(text, f"the count is {true} ok.")
+        p.add(text, f"the count is {true} ok.", **re_)
     elif kind == "missed_event" and at == len(events) - 1:
         p.add(text, f"'{texts[-1]}' is never applied: the count is {true}, not {claimed}.",
-              f"the event '{texts[-1]}' is never applied: the count is {true}, not {claimed}.")
+              f"the event '{texts[-1]}' is never applied: the count is {true}, not {claimed}.", **re_)
     else:
-        p.add(text, f"the steps give {shown}, not {claimed}.", f"the steps give {shown}, not {claimed}.")
+        p.add(text, f"the steps give {shown}, not {claimed}.", f"the steps give {shown}, not {claimed}.", **re_)
     problem = pick(rng, _PROBLEMS, _PROBLEMS_UNSEEN).format(opening=opening.format(s=start), events="; ".join(texts),
                                           end=end.format(v=claimed))
     ref = f"Start at {start} and apply each event in turn: the count ends at {true}."
