@@ -8,7 +8,7 @@ problem; this split adds slices that differ in one more way each, and one in all
 | slice          | what no training proof has                                      | `Variant`                       |
 |----------------|-----------------------------------------------------------------|---------------------------------|
 | `hard-wording` | step, problem and conclusion wordings, scenes and unknowns that training never draws (`HELDOUT_WORDINGS`) | `Variant(wordings="heldout")`   |
-| `hard-length`  | 3 more steps: longer chains and stories, an equation's bracket, an expansion's third bracket, a bound's constant in two moves (parity keeps its cases) | `Variant(longer=3)`             |
+| `hard-length`  | longer proofs: chains and stories 3 more steps; an equation's bracket to expand, an expansion's third bracket, a bound's constant in two moves (1 more); parity's cases in two steps each | `Variant(longer=3)` |
 | `hard-size`    | numbers 10x larger (operands, constants, starts, intervals)     | `Variant(scale=10)`             |
 | `hard-all`     | all three                                                       | `Variant("heldout", 3, 10)`     |
 

@@ -96,6 +96,7 @@ def check_expand(t: dict) -> int:
 _CLAIM = re.compile(r"(?:that|integer n,|then,) (?!for )(.+?) (is even|is odd|is divisible by 3|leaves remainder (\d) when divided by 3)")
 _CONG = re.compile(r"n ≡ (\d) \(mod (\d)\)(?:, then| we get|; then) (.+?) ≡ (.+?) = (\d+) ≡ (\d) \(mod (\d)\)\.$")
 _ALG = re.compile(r"n = (\d)k(?: \+ (\d))?(?:, then|; then|, we find) (.+?) = (.+?) = (\d)\((.+?)\)(?: \+ (\d))?\.$")
+_SQUARE = re.compile(r"n ≡ (\d) \(mod (\d)\), n\^2 ≡ (\d)\^2 = (\d+) ≡ (\d) \(mod (\d)\)\.$")
 _WORDS = re.compile(r"((?:\d*n(?:\^2)?|\d+)(?: \+ (?:\d*n(?:\^2)?|\d+))*) is (even|odd)")
 
 
@@ -113,7 +114,10 @@ def check_parity(t: dict) -> int:
     covered: dict[int, int] = {}
     truths = []
     for step in t["steps"][:-1]:
-        if c := _CONG.search(step):
+        if s := _SQUARE.search(step):  # a longer proof's first step of a case: n^2's residue
+            i, m, i2, sq, r, m2 = map(int, s.groups())
+            ok = m == m2 == mod and i == i2 and i * i == sq and sq % m == r
+        elif c := _CONG.search(step):
             i, m, lhs, sub, val, r, m2 = c.groups()
             i, m, val, r = int(i), int(m), int(val), int(r)
             ok = m == int(m2) == mod and ex(lhs) == f \

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 
-from proofcheck.data.families._base import Draft, Proof, big, heldout, pick, reword
+from proofcheck.data.families._base import Draft, Proof, big, heldout, pick, reword, variant
 
 KINDS = ("valid", "arithmetic", "wrong_rule", "case_missed", "conclusion")
 _PROBLEMS = ("Prove that {f} {claim} for every integer n.", "Show that for every integer n, {f} {claim}.")
@@ -159,6 +159,8 @@ def make(rng: random.Random, kind: str) -> Draft:
         raise ValueError(f"unknown parity kind {kind!r}; choose one of {', '.join(KINDS)}")
     wording = {"wrong_rule": "words", "arithmetic": pick(rng, ("congruence", "algebra"))}.get(
         kind, pick(rng, ("congruence", "algebra", "words")))
+    if variant().longer and kind != "wrong_rule":  # longer proofs: congruences, each case in two steps
+        wording = "congruence"
     m = 2 if wording == "words" else rng.choice([2, 3])
     a, b, c, r, e = _params(rng, kind, m)
     f = poly(a, b, c)
@@ -173,6 +175,10 @@ def make(rng: random.Random, kind: str) -> Draft:
         if wording == "words":
             step, check, wrong, re_ = _case_words(rng, f, a, b, c, i, i == e and kind == "wrong_rule")
         else:
+            if wording == "congruence" and variant().longer:  # a longer proof: n^2's residue first, a step apart
+                sq = i * i
+                p.add(f"For n ≡ {i} (mod {m}), n^2 ≡ {i}^2 = {sq} ≡ {sq % m} (mod {m}).", f"n≡{i}: n^2 ≡ {sq % m} ok.",
+                      redo=f"n ≡ {i}: {i}^2 = {sq} ≡ {sq % m} (mod {m})", says=f"{sq} ≡ {sq % m}")
             val = a * i * i + b * i + c
             slip = None
             if i == e and kind == "arithmetic":
