@@ -16,7 +16,7 @@ Every error is fatal (the proof's result is wrong from that step on), so the fir
 exact. The gold verification redoes each step with the true running value (`Step 1: 12-3=9 ok.`)
 up to the first error (`..., not 10.`): a short, checkable chain of thought a small model can
 imitate, and that GRPO's reward can sharpen. Step texts come in several wordings so a verifier
-does not learn one template.
+does not learn one template, and in more that training never draws (`Variant`, `data/heldout.py`).
 
 This module's own proofs are the `chain` family. `proofcheck.data.families` holds the others
 (arithmetic in prose, linear equations, expansions, parity by cases, bounds), each with its own

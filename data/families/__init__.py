@@ -15,6 +15,11 @@ for the original `chain` family), so the family survives a trip through the trai
 | `parity`     | shows f(n) mod 2 or 3 by cases                        | arithmetic, wrong_rule, case_missed, conclusion |
 | `inequality` | bounds a x + b on an interval                         | no_flip, wrong_end, arithmetic, conclusion |
 
+A draw is made under a `Variant` (`_base.drawing`): training's (the default: the draws as they always
+were), or one with wordings no training proof uses, longer proofs or larger numbers, which the harder
+held-out split draws (`proofcheck.data.heldout`, docs/curriculum.md). Every task also carries
+`step_checks`, each step recomputed from the true state and what it says (`proofcheck.data.rationale`).
+
 Example:
     >>> import random
     >>> t = make_family_task(random.Random(0), "linear", "sign_slip")
