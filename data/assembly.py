@@ -34,7 +34,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -140,18 +140,24 @@ CURRICULUM_FILE = "curriculum.json"  # in the dataset folder, beside datasets' o
 
 @dataclass
 class Curriculum:
-    """A dataset folder written by `write_curriculum`: its training rows by origin and its held-out count."""
+    """A dataset folder written by `write_curriculum`: its training rows by origin and its held-out count, and the
+    record of its split (`proofcheck.data.heldout.split_summary`: families, kinds and variants of each split; None
+    for a folder written before it was recorded; not compared)."""
 
     folder: Path
     train_by_origin: dict[str, int]
     n_eval: int
+    split: dict[str, Any] | None = field(default=None, compare=False)
 
 
 def write_curriculum(folder: str | Path, train: list[dict[str, Any]], held_out: list[dict[str, Any]],
                      keep_existing: bool = True) -> Curriculum:
     """The annotated-proof rows `train` and `held_out` (validated with the record schema) as a dataset folder
     with `train` and `eval` splits; a ValueError names the problems in both. With `keep_existing` a folder
-    already written is kept as it is (a re-run reuses it); its record (`CURRICULUM_FILE`) is written either way."""
+    already written is kept as it is (a re-run reuses it); its record (`CURRICULUM_FILE`) is written either way,
+    with what each split holds (families, kinds, variants) and how many training rows use a held-out wording
+    (`proofcheck.data.heldout.split_summary`)."""
+    from proofcheck.data.heldout import split_summary
     from proofcheck.data.loaders import annotated_to_dataset
     from proofcheck.io import write_json_atomic
     from proofcheck.schemas import AnnotatedProof
@@ -168,8 +174,10 @@ def write_curriculum(folder: str | Path, train: list[dict[str, Any]], held_out: 
 
         datasets.DatasetDict({split: annotated_to_dataset(recs) for split, recs in records.items()}
                              ).save_to_disk(str(folder))
-    cur = Curriculum(folder, dict(Counter(r.origin or "expert" for r in records["train"])), len(held_out))
-    write_json_atomic(folder / CURRICULUM_FILE, {"train_by_origin": cur.train_by_origin, "n_eval": cur.n_eval})
+    cur = Curriculum(folder, dict(Counter(r.origin or "expert" for r in records["train"])), len(held_out),
+                     split_summary({"train": train, "eval": held_out}))
+    write_json_atomic(folder / CURRICULUM_FILE, {"train_by_origin": cur.train_by_origin, "n_eval": cur.n_eval,
+                                                 "split": cur.split})
     return cur
 
 
@@ -179,7 +187,7 @@ def read_curriculum(folder: str | Path) -> Curriculum:
     folder = Path(folder)
     if (folder / CURRICULUM_FILE).is_file():
         rec = json.loads((folder / CURRICULUM_FILE).read_text(encoding="utf-8"))
-        return Curriculum(folder, rec["train_by_origin"], rec["n_eval"])
+        return Curriculum(folder, rec["train_by_origin"], rec["n_eval"], rec.get("split"))
     import datasets
 
     dd = datasets.load_from_disk(str(folder))

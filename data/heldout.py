@@ -95,6 +95,30 @@ def leaks(train: Iterable[dict[str, Any]], heldout_sets: Mapping[str, list[dict[
     return out
 
 
+def split_summary(sets: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """What each set holds, for a curriculum's record: its synthetic proofs' kinds by family and their variants
+    (`training` for rows drawn as training draws), the rows of no known family (expert data) counted apart, and
+    how many rows of a set named `train` use a held-out wording (0 when the split holds).
+
+    >>> from proofcheck.data.synth import disjoint_splits
+    >>> s = split_summary(disjoint_splits({"train": 4, "eval": 2}, seed=0, families=["parity"]))
+    >>> s["train"]["kinds"]["parity"]["valid"], s["train"]["variants"], s["train_rows_with_heldout_wordings"]
+    (2, {'training': 4}, 0)
+    """
+    from collections import Counter
+
+    from proofcheck.data.families import family_of
+
+    out: dict[str, Any] = {}
+    for name, rows in sets.items():
+        synth = [r for r in rows if family_of(r) is not None]
+        out[name] = {"n": len(rows), "n_other": len(rows) - len(synth), "kinds": count_kinds(synth),
+                     "variants": dict(Counter(r.get("variant") or "training" for r in synth))}
+    out["train_rows_with_heldout_wordings"] = sum(bool(heldout_wordings_in(r)) for r in sets.get("train", [])
+                                                  if r.get("problem") and isinstance(r.get("steps"), list))
+    return out
+
+
 def split_record(sets: Mapping[str, list[dict[str, Any]]], seed: int, families: FamilyChoice = "all",
                  slices: Mapping[str, Variant] | None = None) -> dict[str, Any]:
     """What the split is, for its folder (`SPLIT_FILE`) and a run's report: each slice's variant, size and

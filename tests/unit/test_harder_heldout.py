@@ -134,3 +134,17 @@ def test_a_leak_is_named_and_refused(tmp_path) -> None:
     assert any("uses held-out wording" in line for line in leaks(worded, {}))
     with pytest.raises(ValueError, match="leaks into training"):
         write_harder(tmp_path / "h", hard, seed=1, train=shared)
+
+
+def test_a_curriculum_records_its_split_and_counts_held_out_wordings_in_training(tmp_path) -> None:
+    from proofcheck.data.assembly import CURRICULUM_FILE, read_curriculum, write_curriculum
+
+    sets = disjoint_splits({"eval": 6, "grpo": 12}, seed=5, families="all")
+    hard = harder_splits(6, seed=5, avoid=[*sets["eval"], *sets["grpo"]])
+    cur = write_curriculum(tmp_path / "d", sets["grpo"], [*sets["eval"], *hard["hard-wording"]])
+    assert cur.split["train"]["variants"] == {"training": 12} and cur.split["train_rows_with_heldout_wordings"] == 0
+    assert cur.split["eval"]["variants"] == {"training": 6, "hard-wording": 6}
+    assert read_curriculum(tmp_path / "d").split == cur.split
+    assert json.loads((tmp_path / "d" / CURRICULUM_FILE).read_text())["split"]["eval"]["n"] == 12
+    leaky = write_curriculum(tmp_path / "e", [*sets["grpo"], *hard["hard-all"][:2]], sets["eval"])
+    assert leaky.split["train_rows_with_heldout_wordings"] == 2
