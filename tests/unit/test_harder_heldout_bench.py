@@ -65,3 +65,30 @@ def test_avoided_sets_are_read_and_a_missing_folder_is_named(tmp_path) -> None:
     assert hh.avoided_tasks(tmp_path) == [{"problem": "p", "steps": []}] and hh.avoided_tasks(None) == []
     with pytest.raises(FileNotFoundError, match="no task sets"):
         hh.avoided_tasks(tmp_path / "nothing")
+
+
+def test_calibrate_reads_the_slices_and_the_table_reads_its_records(tmp_path, capsys) -> None:
+    """The whole path but the model: `proofcheck calibrate` over real HTTP on the slices (a scripted server that
+    answers each proof with its gold verification), then this table from calibrate's own records."""
+    from proofcheck.app.cli import main
+    from proofcheck.serve.scripted import Reply, ScriptedServer
+
+    sets = harder_splits(4, seed=6)
+    tasks = [t for ts in sets.values() for t in ts]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "harder.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+
+    def gold(req: dict, i: int) -> Reply:
+        prompt = json.dumps(req["messages"], ensure_ascii=False)
+        task = next(t for t in tasks if json.dumps(t["problem"], ensure_ascii=False)[1:-1] in prompt)  # unique
+        return Reply([task["gold_verification"]] * req.get("n", 1))
+
+    with ScriptedServer(gold) as srv:
+        assert main(["calibrate", "--endpoint", srv.url, "--endpoint-model", "scripted", "--data",
+                     str(data / "harder.jsonl"), "--max-k", "2", "--no-card", "--out", str(tmp_path / "gold")]) == 0
+    capsys.readouterr()
+    assert hh.main(["--out", str(tmp_path), "--table-only", "--passes", "2"]) == 0
+    table = capsys.readouterr().out
+    for name in (hh.ALL_SLICES, *HARDER):
+        assert f"| gold | {name} | {16 if name == hh.ALL_SLICES else 4} | 1.000" in table, table
