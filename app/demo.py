@@ -13,12 +13,18 @@ what is built):
   5. GRPO with TRL (vLLM colocate, meta-verifier reward), `train/grpo.py` in a subprocess; the
      held-out evaluation runs inside it on the trainer's vLLM engine before the first step and
      after the last (same tasks, same seed): the "before GRPO" and "after GRPO" numbers;
-  6. serve the trained model (`proofcheck serve`), score the shipped submissions with 8-pass
-     unanimity and evaluate the verifier on the shipped annotated proofs; stop the service;
-  7. write `summary.json`: model, before/after metrics with standard errors, stage times and
-     the GRPO step split.
+  6. serve the trained model (`proofcheck serve`, once) and score through it: a synthetic prover built
+     from the dev set's chain proofs, valid at a known rate (8 passes, every pass run: the pessimistic
+     score beside the true rate, the per-pass rate and the card's calibrated score), then the shipped
+     real samples as a pipeline check (`demo_scoring.py`); stop the service;
+  7. write `summary.json` and `report.md` (`demo_page.py`: what GRPO changed in plain words, the
+     before/after table with paired standard errors, the plots, the scoring), its path printed last.
 
-The demo fits itself to the machine. The compute dtype is `proofcheck.precision`'s choice (bf16
+The demo's first line says how long it will take on this machine (`demo_estimate.py`: a two-second
+probe estimates an SFT step, every stage is a measured multiple of it), redone after 8 SFT steps. It
+runs a 64-step warm-up and at least 40 GRPO steps (more, to 48, where they fit in 20 minutes), sized
+after the warm-up from its median step. With `--budget-min` (and `--quick`, `--full`) it fits a budget
+instead, as follows. The compute dtype is `proofcheck.precision`'s choice (bf16
 only on CPUs with native bf16, fp32 elsewhere; `--dtype` / `PROOFCHECK_DTYPE` override) and every
 subprocess gets the same. The wall-clock budget (20 minutes) is split before training: a reserve
 for serving and scoring, then a share of what is left for the SFT warm-up, which times its first
@@ -40,7 +46,17 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.app.demo_config import RECIPE_FIELDS, DemoConfig
-from proofcheck.app.demo_plan import SCORE_STAGE, Plan, score_concurrency
+from proofcheck.app.demo_estimate import (
+    Work,
+    estimate,
+    first_line,
+    grpo_steps,
+    minutes,
+    probe_step_s,
+    work_of,
+)
+from proofcheck.app.demo_page import host_line, kpass_plot, plain_reading, write_report
+from proofcheck.app.demo_plan import SCORE_STAGE, Plan
 from proofcheck.app.demo_report import (
     DEMO_TARGET,
     FULL_TARGET,
@@ -57,7 +73,8 @@ from proofcheck.app.demo_report import (
     reward_plot,
     step_split_table,
 )
-from proofcheck.app.launch import GrpoRun, ServeRun, SftRun, delta_flags, recipe_line, run_logged
+from proofcheck.app.demo_scoring import scoring_lines, serve_and_score
+from proofcheck.app.launch import GrpoRun, SftRun, delta_flags, recipe_line, run_logged
 from proofcheck.data.assembly import Curriculum, read_curriculum
 from proofcheck.metrics import VALID_RATE
 
@@ -172,10 +189,11 @@ def sft_run(cfg: DemoConfig, base: Path, data: Path, budget_s: float) -> SftRun:
                   lora_layers=cfg.sft_lora_layers)
 
 
-def _sft(cfg: DemoConfig, base: Path, data: Path, budget_s: float, env: dict[str, str]) -> Path:
+def _sft(cfg: DemoConfig, base: Path, data: Path, budget_s: float, env: dict[str, str],
+         on_line: Callable[[str], None] = _show) -> Path:
     out = cfg.workdir / "sft"
     if not (out / "sft_plan.json").is_file():  # written last: a killed warm-up is trained again
-        run_logged(sft_run(cfg, base, data, budget_s).command(), cfg.workdir / "logs" / "sft.log", env, _show)
+        run_logged(sft_run(cfg, base, data, budget_s).command(), cfg.workdir / "logs" / "sft.log", env, on_line)
     return out
 
 
@@ -220,38 +238,72 @@ def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dic
     return {"before_grpo": pick(first), "after_grpo": pick(last)}
 
 
-def _serve_and_score(cfg: DemoConfig, model: Path, env: dict[str, str]) -> dict[str, Any]:
-    """Start `proofcheck serve` on the trained model, score with it, stop it."""
-    from proofcheck.bench.meta import make_trial_grader
-    from proofcheck.bench.scoring import score_prover, score_verifier
-    from proofcheck.data.loaders import SAMPLES_DIR
-    from proofcheck.process import ServiceProcess, free_port
-    from proofcheck.serve.verifier import make_verifier
+def _first_line(cfg: DemoConfig, choice: Any) -> tuple[DemoConfig, float | None, Work | None]:
+    """Print the demo's first line: how long it will take here. Without a budget (the default demo) an SFT step is
+    estimated from a two-second probe, GRPO is sized (`GRPO_FLOOR` steps at least) and the budget becomes a guard
+    against a hang (3x the estimate); returns the config, the estimate and the work it counts."""
+    if cfg.budget_s is not None:
+        what = "This pipeline check (the tiny random model)" if cfg.model == "tiny" else "This run"
+        console.print(f"{what} will take at most {minutes(cfg.budget_s)[6:]} on this machine: its steps are sized "
+                      f"to a {cfg.budget_s / 60:.0f}-minute budget.", markup=False, highlight=False)
+        return cfg, None, None
+    u, gflops = probe_step_s(choice.dtype)
+    work = work_of(cfg, model_built=(cfg.workdir / "model" / "config.json").is_file())
+    steps = grpo_steps(u, work, choice.dtype, cfg.grpo_floor) if cfg.grpo_floor else cfg.grpo_steps
+    est = estimate(u, replace(work, grpo_steps=steps), choice.dtype)
+    console.print(first_line(est["total"], u, choice.short, steps, f"from a {gflops:.0f} GFLOP/s probe"),
+                  markup=False, highlight=False, soft_wrap=True)
+    return replace(cfg, budget_s=3 * est["total"]), est["total"], work
 
-    serve = ServeRun(model=model, port=free_port(), passes=cfg.passes, max_tokens=cfg.max_tokens)
-    url = serve.url
-    conc = score_concurrency(cfg.passes)
-    with ServiceProcess(serve.command(), url + "/health", cfg.workdir / "logs" / "serve.log", env=env) as svc:
-        console.print(f"  verification service up at {url} (log {svc.log_path})")
-        prover = score_prover(str(SAMPLES_DIR / "problems.jsonl"), str(SAMPLES_DIR / "submissions.jsonl"),
-                              make_verifier(endpoint=url), f"demo:{model}", cfg.workdir / "prover",
-                              passes=cfg.passes, concurrency=conc, resume=True, max_tokens=cfg.max_tokens)
-        verifier = score_verifier(str(SAMPLES_DIR / "annotated.jsonl"), make_verifier(endpoint=url),
-                                  f"demo:{model}", cfg.workdir / "verifier", repeats=cfg.repeats,
-                                  grader=make_trial_grader(), judge_id="structural", concurrency=conc, resume=True,
-                                  max_tokens=cfg.max_tokens)
-    return {"prover": prover, "verifier": verifier}
+
+def _reestimate(plan: Plan, work: Work | None, dtype: str) -> Callable[[str], None]:
+    """A progress callback for the warm-up: shows its lines, and at its 8th step redoes the estimate from the
+    steps measured so far."""
+    import re
+
+    def show(line: str) -> None:
+        _show(line)
+        m = re.search(r"sft step 8/\d+ loss \S+ \(([\d.]+) s/step\)", line)
+        if m and work is not None and plan.estimate_s is not None:
+            u = float(m.group(1))
+            steps = grpo_steps(u, work, dtype, plan.cfg.grpo_floor) if plan.cfg.grpo_floor else plan.cfg.grpo_steps
+            est = estimate(u, replace(work, grpo_steps=steps), dtype)
+            spent = time.perf_counter() - plan.t0
+            console.print(f"after 8 SFT steps (~{u:.1f} s each): {minutes(est['total'])} in all, "
+                          f"{minutes(max(0.0, est['total'] - spent))[6:]} from now")
+            plan.record["estimate_after_8_sft_steps_s"] = round(est["total"])
+    return show
+
+
+def _size_grpo(cfg: DemoConfig, plan: Plan, work: Work | None, dtype: str) -> DemoConfig:
+    """After the warm-up: GRPO's steps from its measured median step (`GRPO_FLOOR` at least), printed with the
+    time the rest will take."""
+    u = (plan.record.get("sft") or {}).get("median_step_s")
+    if work is None or not u or not cfg.grpo_floor:
+        return cfg
+    work = replace(work, eval_tasks=cfg.eval_tasks, prover_passes=cfg.passes, repeats=cfg.repeats)
+    steps = grpo_steps(u, work, dtype, cfg.grpo_floor)
+    est = estimate(u, replace(work, grpo_steps=steps), dtype)
+    console.print(f"[bold]plan[/bold]: SFT's median step {u:.1f} s: GRPO {steps} steps; GRPO and scoring "
+                  f"{minutes(est['grpo'] + est['score'])[6:]} more")
+    plan.record["estimate_after_sft_s"] = round(time.perf_counter() - plan.t0 + est["grpo"] + est["score"])
+    cfg = replace(cfg, grpo_steps=steps)
+    plan.cfg = cfg
+    return cfg
 
 
 def run_demo(cfg: DemoConfig) -> dict[str, Any]:
-    """Run every stage; write and return `summary.json` (model, before/after, plan, times, step split)."""
+    """Run every stage; write and return `summary.json` (model, before/after, plan, times, step split) and
+    `report.md` (its path printed last)."""
     from proofcheck.io import write_json_atomic
     from proofcheck.precision import ENV_VAR, choose_dtype
 
+    t0 = time.perf_counter()
     choice = choose_dtype(cfg.dtype, device="cpu")
+    cfg, estimate_s, work = _first_line(cfg, choice)
     recipe = cfg.recipe_summary
     console.print(recipe_line(cfg.recipe, cfg.deltas), markup=False, highlight=False, soft_wrap=True)
-    plan = Plan(cfg, choice)
+    plan = Plan(cfg, choice, estimate_s, t0=t0)
     # every stage computes in the one dtype decided here: a forced choice is passed on, `auto` is re-derived
     env = {} if choice.source == "auto" else {ENV_VAR: choice.dtype}
     timings: dict[str, float] = {}
@@ -264,32 +316,41 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     lora = f"LoRA r={cfg.sft_lora_r}" + (f", top {cfg.sft_lora_layers} layers" if cfg.sft_lora_layers else "") \
         if cfg.sft_lora_r else "full"
     sft_budget = plan.sft_budget()
+    on_line = _reestimate(plan, work, choice.dtype)
     sft = run_stage(f"supervised warm-up (<= {cfg.sft_steps} steps in {sft_budget:.0f} s, {lora}, {choice.short})",
-                    lambda: _sft(cfg, base, data, sft_budget, env), timings)
+                    lambda: _sft(cfg, base, data, sft_budget, env, on_line), timings)
     plan.sft_done(sft)
     plan.scale_work()
     cfg = replace(cfg, eval_tasks=plan.eval_tasks, passes=plan.passes, repeats=plan.repeats)
+    cfg = _size_grpo(cfg, plan, work, choice.dtype)
     grpo_budget = plan.grpo_budget()
-    grpo_stage = (f"GRPO (<= {cfg.grpo_steps} steps in {grpo_budget:.0f} s, TRL + vLLM colocate, "
-                  f"{choice.short}; held-out eval before and after)")
+    grpo_stage = (f"GRPO ({cfg.grpo_steps} steps" + (f" in at most {grpo_budget:.0f} s" if estimate_s is None else "")
+                  + f", TRL + vLLM colocate, {choice.short}; held-out eval before and after)")
     grpo = run_stage(grpo_stage, lambda: _grpo(cfg, sft, data, grpo_budget, env), timings)
     plan.grpo_done(grpo, grpo_budget)
     evals = before_after(grpo, cfg)
     target = FULL_TARGET if cfg.full else DEMO_TARGET
-    learning_table(evals, cfg.eval_tasks, choice.short, target)
+    learning_table(evals, cfg.eval_tasks, choice.short, target if cfg.full else None)
+    reading = plain_reading(evals["before_grpo"], evals["after_grpo"])
+    for line in reading:
+        console.print(line, markup=False, highlight=False)
     family_table(evals)
     if where := curve_table(grpo):
         console.print(where)
     diagnostics_table(grpo)
     step_split_table(grpo.get("step_split_s"))
     trained = Path(grpo["saved"]["merged"])
-    scores = run_stage(SCORE_STAGE,
-                       lambda: _serve_and_score(cfg, trained, env), timings)
+    scores = run_stage(SCORE_STAGE, lambda: serve_and_score(cfg, trained, data, env), timings)
+    scoring = scoring_lines(scores)
+    for line in scoring:
+        console.print(line, markup=False, highlight=False)
     final_report(cfg, scores, timings)
     carried_out = plan.finish(sum(timings.values()), timings.get(SCORE_STAGE), timings.get(grpo_stage))
     console.print(f"[bold]plan carried out[/bold]: {carried_out}")
+    kpass_png = kpass_plot(evals, cfg.workdir / "kpass_curve.png")
     summary = {"model": model_name, "dtype": choice.dtype, **evals,
-               "verdict": learning_verdict(evals["before_grpo"], evals["after_grpo"], target),
+               "verdict": " ".join(reading), **({"target": learning_verdict(evals["before_grpo"], evals["after_grpo"],
+                                                                            target)} if cfg.full else {}),
                "curve": grpo.get("curve") or [], "curve_png": str(cfg.workdir / "learning_curve.png"),
                "plan": plan.record, "stage_times_s": {k: round(v, 1) for k, v in timings.items()},
                "total_s": round(sum(timings.values()), 1), "grpo_step_split_s": grpo.get("step_split_s"),
@@ -299,9 +360,19 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
                                "after_grpo": evals["after_grpo"].get("kpass_curve")},
                "config": {k: str(v) if isinstance(v, Path) else v
                           for k, v in asdict(cfg).items() if k != "deltas"},
-               "recipe": recipe,
-               "scoring": {"prover": _pick(scores["prover"]), "verifier": _pick(scores["verifier"])}}
+               "recipe": recipe, "trained_model": str(trained), "data": str(data),
+               "scoring": {"synthetic_prover": scores["synthetic"], "prover": _pick(scores["prover"]),
+                           "verifier": _pick(scores["verifier"])}}
     write_json_atomic(cfg.workdir / "summary.json", summary)
+    plots = {"curve": cfg.workdir / "learning_curve.png", "diagnostics": cfg.workdir / "grpo_diagnostics.png",
+             "kpass": kpass_png}
+    report = write_report(cfg.workdir / "report.md", host=host_line(choice.short), evals=evals, reading=reading,
+                          scoring=scoring, plan=plan.record, times=timings,
+                          plots={k: v if v is not None and v.is_file() else None for k, v in plots.items()},
+                          curve_line=where)
+    console.print(f"trained model: {trained}; data: {data}; summary: {cfg.workdir / 'summary.json'}",
+                  markup=False, highlight=False, soft_wrap=True)
+    console.print(f"Report: {report.resolve()}", markup=False, highlight=False, soft_wrap=True)
     return summary
 
 

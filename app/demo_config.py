@@ -23,10 +23,11 @@ GRPO_THAT_CHECKS = {
 }
 # each mode's deliberate differences from its recipe YAML (printed at the start, recorded in summary.json `recipe`)
 DEMO_DELTAS = {
-    "max_steps": Delta(48, "the most; the time budget decides: a step took 15-18 s on a 2-core avx512_bf16 "
-                           "host (2026-12-05), 100-160 s on AVX2 before issue 33"),
+    "max_steps": Delta(48, "the most: the demo runs at least 40 (+0.05 needs ~40) and more where they fit in 20 "
+                           "minutes on this machine (app/demo_estimate.py)"),
     **GRPO_THAT_CHECKS,
-    "eval_every_steps": Delta(4, "a learning-curve point every 4 GRPO steps"),
+    "eval_every_steps": Delta(8, "a learning-curve point every 8 GRPO steps: 6 points in 40 steps (every 4 cost "
+                                 "~10 x 64 passes)"),
 }
 FULL_DELTAS = {
     "max_steps": Delta(200, "the most; the 90-minute budget decides"),
@@ -70,11 +71,15 @@ class DemoConfig:
     recipe: str = "configs/grpo/smollm2-cpu.yaml"
     deltas: dict[str, Delta] = field(default_factory=lambda: dict(DEMO_DELTAS))  # recipe key -> this mode's value
     passes: int = 8               # verification passes when scoring
-    repeats: int = 2              # verifier repeats per annotated proof
+    repeats: int = 1              # verifier repeats per shipped annotated proof (a pipeline check)
+    prover_n: int = 40            # synthetic prover: submissions from the dev set (proofs no stage trained on)
+    prover_rate: float = 0.6      # ... of which this share is valid: the true score the verifier is read against
     max_tokens: int | None = None  # serving's token budget; None: the recipe's eval_max_new_tokens
     grpo_overrides: list[str] = field(default_factory=list)
     dtype: str | None = None      # None: PROOFCHECK_DTYPE, else the machine's (proofcheck.precision)
-    budget_s: float = 1200.0      # the whole demo's wall clock; SFT and GRPO steps are sized to fit it
+    budget_s: float | None = None  # None: the demo runs its steps (`grpo_floor` GRPO steps at least) and says first
+                                   # how long that takes here; a number: the wall clock the steps are sized to fit
+    grpo_floor: int | None = 40   # the fewest GRPO steps without a budget (None: exactly grpo_steps)
     score_reserve_s: float = 480.0   # kept for serving + scoring (AVX2 fp32 host, 2 passes x 1 repeat: 365-496 s)
     sft_share: float = 0.8        # of the training time left after the reserve: the warm-up is what teaches checking
                                   # (chains, avx512_bf16 host: 48 steps Bal-F1 .58, 77 steps .88); GRPO also gets
@@ -113,7 +118,7 @@ class DemoConfig:
         base = dict(workdir=Path("runs/train-cpu"), full=True, budget_s=5400.0, sft_tasks=2048, grpo_tasks=1024,
                     families=None, deltas=dict(FULL_DELTAS),
                     dev_tasks=64, sft_steps=64, sft_share=0.5, score_reserve_s=720.0,
-                    curve_tasks=32, passes=4, repeats=1, ref_sft_step_s=0.0)
+                    curve_tasks=32, passes=4, repeats=1, ref_sft_step_s=0.0, grpo_floor=None)
         base.update(kw)
         return cls(**base)
 
@@ -122,6 +127,7 @@ class DemoConfig:
         """The tiny random model: every stage in a few minutes, numbers are a pipeline check only."""
         base = dict(model="tiny", families="all", sft_tasks=128, grpo_tasks=64, sft_steps=60, sft_lr=3e-3,
                     sft_lora_r=0, sft_lora_layers=None, recipe="configs/grpo/tiny-cpu.yaml", deltas=dict(QUICK_DELTAS),
-                    max_tokens=96)  # serving's budget (the tiny recipe's evaluation stops at 48 tokens)
+                    max_tokens=96,  # serving's budget (the tiny recipe's evaluation stops at 48 tokens)
+                    budget_s=1200.0, grpo_floor=None, prover_n=8)
         base.update(kw)
         return cls(**base)

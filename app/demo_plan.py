@@ -75,12 +75,18 @@ def _score_items() -> tuple[int, int]:
 class Plan:
     """The demo's wall clock: a deadline from the start, and what each training stage may take."""
 
-    def __init__(self, cfg: DemoConfig, choice: Any) -> None:
+    def __init__(self, cfg: DemoConfig, choice: Any, estimate_s: float | None = None,
+                 t0: float | None = None) -> None:
+        """`estimate_s`: the demo runs its steps and `cfg.budget_s` is only a guard against a hang (the steps are
+        not cut to fit it); None: `cfg.budget_s` is the wall clock the steps are sized to."""
         self.cfg = cfg
         self.choice = choice
-        self.t0 = time.perf_counter()
+        self.estimate_s = estimate_s
+        self.t0 = time.perf_counter() if t0 is None else t0
         self.record: dict[str, Any] = {"budget_s": cfg.budget_s, "dtype": choice.record(),
                                        "score_reserve_s": cfg.score_reserve_s, "sft_share": cfg.sft_share}
+        if estimate_s is not None:
+            self.record.update(estimate_s=round(estimate_s), budget_is_guard=True)
         self.score_plan_s, self.margin_s = cfg.score_reserve_s, 0.0
 
     def left(self) -> float:
@@ -155,6 +161,13 @@ class Plan:
     def announce(self) -> None:
         c, cfg = self.choice, self.cfg
         sft_s, left = self.sft_budget(), self.left()
+        if self.estimate_s is not None:
+            console.print(f"[bold]plan[/bold]: {c.reason} -> [bold]{c.short}[/bold] (source: {c.source}); SFT "
+                          f"{cfg.sft_steps} steps, GRPO {cfg.grpo_floor or cfg.grpo_steps} steps or more (at most "
+                          f"{cfg.grpo_steps}), sized after the warm-up; stopped only past a "
+                          f"{cfg.budget_s / 60:.0f}-minute guard")
+            self.record.update(left_after_setup_s=round(left))
+            return
         console.print(f"[bold]plan[/bold]: {c.reason} -> [bold]{c.short}[/bold] (source: {c.source}); "
                       f"budget {cfg.budget_s / 60:.0f} min, {left:.0f} s left: SFT <= {sft_s:.0f} s (at most "
                       f"{cfg.sft_steps} steps, as many as its first step says fit), GRPO the rest, >= "
@@ -184,7 +197,8 @@ class Plan:
         line = (f"{self.choice.short}: SFT {sft.get('steps')} of at most {sft.get('max_steps')} steps "
                 f"(median {sft.get('median_step_s')} s, first {sft.get('first_step_s')} s), "
                 f"GRPO {grpo.get('steps')} of at most {grpo.get('max_steps')} steps (median {grpo.get('median_step_s')} s); total {total_s / 60:.1f} min "
-                f"of the {self.cfg.budget_s / 60:.0f} min budget")
+                + (f"of the {self.cfg.budget_s / 60:.0f} min budget" if self.estimate_s is None else
+                   f"(estimated {self.estimate_s / 60:.1f} min at the start)"))
         if total_s <= self.cfg.budget_s:
             return line
         overran = []

@@ -179,8 +179,10 @@ def _needs_more(rule: str, k: int) -> bool:
 def score_prover(problems: str, submissions: str, verifier: Verifier, verifier_id: str, out: str | Path, *,
                  passes: int = 8, rule: str = "unanimous", concurrency: int = 4, resume: bool = False,
                  max_tokens: int = 1024, seed: int | None = None, prompt_hash: str | None = None,
-                 calibrated: tuple[str, int] | None = None) -> dict[str, Any]:
+                 calibrated: tuple[str, int] | None = None, all_passes: bool = False) -> dict[str, Any]:
     """Verify every submitted proof with `passes` passes; write records, summary, report, plots.
+
+    `all_passes`: run every pass (no early stop), so the records also give the per-pass accept rate.
 
     `calibrated` (rule, k): the verifier's calibrated rule (its model card): each proof then gets
     max(passes, k) passes, all of them (no early stop, so both rules see the same passes), and the
@@ -194,7 +196,7 @@ def score_prover(problems: str, submissions: str, verifier: Verifier, verifier_i
     table = {k: (v.domain, v.subject) for k, v in probs.items()}
     run = RunDir(out, prover_manifest(problems, submissions, table, verifier_id, passes, rule, max_tokens, seed,
                                       len(subs), prompt_hash, calibrated), ("proof_id",), resume)
-    n, every = (passes, False) if calibrated is None else (max(passes, calibrated[1]), True)
+    n, every = (passes, all_passes) if calibrated is None else (max(passes, calibrated[1]), True)
     t0 = time.perf_counter()
 
     async def work(s: Any) -> dict:

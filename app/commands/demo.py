@@ -17,15 +17,16 @@ SIZES = {"--sft-steps": "sft_steps", "--grpo-steps": "grpo_steps", "--sft-tasks"
 
 
 def register(sub: Any) -> None:
-    p = add_command(sub, "demo", "Run the whole pipeline on this CPU: SmolLM2-135M-Instruct in about 20 minutes "
+    p = add_command(sub, "demo", "Run the whole pipeline on this CPU: SmolLM2-135M-Instruct in 20-30 minutes, said first "
                     "(--quick: the tiny random model in a few minutes; --full: the 90-minute recipe).",
                     "Run the embedded default end to end on CPU: SmolLM2-135M-Instruct (built from the PyPI wheel, no "
                     "download), a synthetic curriculum, SFT warm-up, GRPO (TRL + vLLM colocate) with the held-out "
-                    "evaluation before and after, the verification service, 8-pass ProverBench scoring and "
-                    "VerifierBench evaluation on the shipped samples. Sized to a 20-minute budget on the machine it "
-                    "runs on (fp32 where the CPU lacks native bf16); --quick runs the same stages on the tiny random "
-                    "model in a few minutes. Re-runs reuse what is built in --workdir; writes <workdir>/summary.json, "
-                    "learning_curve.png and reward_per_step.png.")
+                    "evaluation before and after, the verification service, 8-pass scoring of a synthetic prover of "
+                    "known valid rate and of the shipped samples. Runs a 64-step warm-up and at least 40 GRPO steps; "
+                    "its first line says how long that takes on this machine (fp32 where the CPU lacks native bf16); "
+                    "--quick runs the same stages on the tiny random model in a few minutes. Re-runs reuse what is "
+                    "built in --workdir; writes <workdir>/report.md (its path printed last), summary.json and the "
+                    "plots.")
     p.add_argument("--quick", action="store_true", help="the tiny random model instead of SmolLM2: a pipeline "
                    "check whose numbers say nothing about verification")
     p.add_argument("--full", action="store_true", help="the long CPU training recipe (also `make train-cpu`): "
@@ -40,9 +41,10 @@ def register(sub: Any) -> None:
     p.add_argument("--dtype", choices=["auto", "bfloat16", "bf16", "float32", "fp32"],
                    help="compute dtype of every stage (SFT, GRPO, vLLM). Default: the PROOFCHECK_DTYPE environment "
                    "variable, else auto: bf16 only on CPUs that run it natively (avx512_bf16 / AMX), fp32 otherwise")
-    p.add_argument("--budget-min", type=float, help="wall-clock budget in minutes (default 20, 90 with --full): the "
-                   "SFT and GRPO step counts are sized from their first steps to fit it (--sft-steps / --grpo-steps "
-                   "are the most)")
+    p.add_argument("--budget-min", type=float, help="wall-clock budget in minutes (default: none for the demo, which "
+                   "runs a 64-step warm-up and at least 40 GRPO steps and prints first how long that takes here; 20 "
+                   "with --quick, 90 with --full): the SFT and GRPO step counts are sized from their first steps to "
+                   "fit it (--sft-steps / --grpo-steps are the most)")
     p.add_argument("--families", help="proof families of the curriculum: `all` or a comma list (chain, prose, "
                    "linear, expand, parity, inequality; `proofcheck data synth --help`). Default: chain for the demo and "
                    "--full (their warm-ups teach one family to check, not six), all with --quick")
@@ -69,10 +71,13 @@ def _demo(args: argparse.Namespace) -> int:
         return fail("--quick and --full: choose one (--quick: the tiny model; --full: the long SmolLM2 recipe)")
     workdir = Path(args.workdir or ("runs/demo-quick" if args.quick else "runs/train-cpu" if args.full else "runs/demo"))
     make = DemoConfig.quick if args.quick else DemoConfig.full_recipe if args.full else DemoConfig
-    budget_min = args.budget_min if args.budget_min is not None else 90.0 if args.full else 20.0
-    if budget_min <= 0:
+    # the default demo runs its steps and says first how long they take here; --quick / --full / --budget-min fit a budget
+    budget_min = args.budget_min if args.budget_min is not None else 90.0 if args.full else 20.0 if args.quick else None
+    if budget_min is not None and budget_min <= 0:
         return fail(f"--budget-min={budget_min}: give a positive number of minutes, e.g. 20")
-    cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=budget_min * 60,
+    if args.budget_min is not None or "grpo_steps" in sizes:   # the caller's size: no floor of 40 GRPO steps
+        sizes.setdefault("grpo_floor", None)
+    cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=None if budget_min is None else budget_min * 60,
                **({} if args.families is None else  # chain alone: the historical chains (family_choice)
                   {"families": None if family_choice(args.families) is None else args.families}),
                exclude_family=args.exclude_family,
