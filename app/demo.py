@@ -369,7 +369,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     report = write_report(cfg.workdir / "report.md", host=host_line(choice.short), evals=evals, reading=reading,
                           scoring=scoring, plan=plan.record, times=timings,
                           plots={k: v if v is not None and v.is_file() else None for k, v in plots.items()},
-                          curve_line=where)
+                          curve_line=where, synthetic=scores["synthetic"],
+                          where={"Trained model": str(trained), "Data": str(data),
+                                 "Summary": str(cfg.workdir / "summary.json")})
     console.print(f"trained model: {trained}; data: {data}; summary: {cfg.workdir / 'summary.json'}",
                   markup=False, highlight=False, soft_wrap=True)
     console.print(f"Report: {report.resolve()}", markup=False, highlight=False, soft_wrap=True)

@@ -104,7 +104,8 @@ def host_line(dtype: str) -> str:
 
 def write_report(path: Path, *, host: str, evals: dict[str, dict[str, Any]], reading: list[str],
                  scoring: list[str], plan: dict[str, Any], times: dict[str, float], plots: dict[str, Path | None],
-                 curve_line: str | None) -> Path:
+                 curve_line: str | None, synthetic: dict[str, Any] | None = None,
+                 where: dict[str, str] | None = None) -> Path:
     """`report.md`: the reading, the before/after table, the plots (by file name, beside the report), the
     scoring and the time each stage took."""
     b, a = evals["before_grpo"], evals["after_grpo"]
@@ -136,10 +137,28 @@ def write_report(path: Path, *, host: str, evals: dict[str, dict[str, Any]], rea
             lines += [f"![{title}]({plots[key].name})", ""]
     if curve_line:
         lines += [curve_line, ""]
-    lines += ["## Scoring through `proofcheck serve`", "", *scoring, "", "## Time", "", "| stage | seconds |",
-              "|---|---|", *[f"| {k} | {v:.0f} |" for k, v in times.items()], f"| total | {sum(times.values()):.0f} |"]
+    lines += ["## Scoring through `proofcheck serve`", ""]
+    if synthetic:
+        lines += [*_synthetic_table(synthetic), ""]
+    lines += [("- " + x.strip()) if x.startswith("  ") else x for x in scoring]
+    lines += ["", "## Time", "", "| stage | seconds |", "|---|---|", *[f"| {k} | {v:.0f} |" for k, v in times.items()],
+              f"| total | {sum(times.values()):.0f} |"]
+    if where:
+        lines += ["", *[f"{k}: `{v}`  " for k, v in where.items()]]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def _synthetic_table(s: dict[str, Any]) -> list[str]:
+    """The synthetic prover's true rate beside what the verifier gives it: one pass, unanimity, the card's rule."""
+    cal = s.get("calibrated_rule")
+    head = ["", "true rate", "one pass accepts", f"pessimistic ({s['passes']}-pass unanimity)"] + \
+        ([f"calibrated ({cal})"] if cal else [])
+    rows = [[f"synthetic prover, {s['n']} held-out chain proofs", _f(s["true_rate"]), _f(s.get("per_pass")),
+             _f(s.get("pessimistic"))] + ([_f(s.get("calibrated_score"))] if cal else []),
+            ["... its valid proofs", "1", _f(s.get("per_pass_accept_valid")), ""] + ([""] if cal else []),
+            ["... its flawed proofs", "0", _f(s.get("per_pass_accept_flawed")), ""] + ([""] if cal else [])]
+    return ["| " + " | ".join(r) + " |" for r in (head, ["---"] * len(head), *rows)]
 
 
 def _cell(m: dict[str, Any], k: str) -> str:

@@ -43,7 +43,7 @@ SCORE_FIXED_STEPS = {"float32": 2.0, "bfloat16": 5.0}
 SCORE_WAVE_STEPS = {"float32": {1: 2.2}, "bfloat16": {1: 1.2, 8: 0.65}}
 SCORE_IN_FLIGHT = 32        # passes the scoring keeps in flight: concurrency = this / passes
 PLAN_MARGIN_S = 30.0
-SCORE_STAGE = "serve the trained verifier and score the shipped data"
+SCORE_STAGE = "serve the trained verifier and score through it"
 
 
 def score_concurrency(passes: int) -> int:

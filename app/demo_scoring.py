@@ -17,8 +17,8 @@ from proofcheck.app.demo_report import console
 from proofcheck.metrics import VALID_RATE
 
 # why the shipped samples score near chance, in one sentence for the report and the console
-SHIPPED_NOTE = ("The shipped samples are real olympiad and undergraduate proofs; a 135M model trained for twenty "
-                "minutes on arithmetic chains cannot check them, so its scores there are near chance: they show the "
+SHIPPED_NOTE = ("The shipped samples are real olympiad and undergraduate proofs; a 135M model trained for half an "
+                "hour on arithmetic chains cannot check them, so its scores there are near chance: they show the "
                 "pipeline works end to end, not how good the verifier is.")
 
 
