@@ -35,7 +35,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from proofcheck.data.families import expand, inequality, linear, parity, prose
-from proofcheck.data.families._base import Draft, to_task
+from proofcheck.data.families._base import TRAINING, Draft, Variant, drawing, to_task
+
+__all__ = ["ALL", "FAMILIES", "TRAINING", "Family", "Variant", "drawing", "family_choice", "family_names",
+           "family_of", "family_selection", "make_family_task", "resolve", "row_remark"]
 
 
 @dataclass(frozen=True)
