@@ -18,8 +18,9 @@ class StepTimer(TrainerCallback):
     step: log-probs, loss, backward and the optimizer step. Work that runs inside the step's
     callbacks but is not training (the held-out evaluation: `exclude(eval_cb, "evaluate")`) is
     left out of the step entirely, weight syncs it makes included; its seconds are kept apart as
-    `excluded`. `split()` gives the median seconds of each part over the steps timed (the first
-    step, which warms caches, excluded when there are more).
+    `excluded` (the uncertainty pool's refresh, at a step's beginning, is left out the same way:
+    `exclude(pool, "refresh")`). `split()` gives the median seconds of each part over the steps timed
+    (the first step, which warms caches, excluded when there are more), and each step's excluded seconds.
     """
 
     PARTS = ("generation", "weight_sync", "reward", "train")
@@ -73,7 +74,8 @@ class StepTimer(TrainerCallback):
         c = self._current
         generation = c["generation"] - c["weight_sync"]  # sync runs inside generation
         self.steps.append({"total": total, "generation": generation, "weight_sync": c["weight_sync"],
-                           "reward": c["reward"], "train": total - c["generation"] - c["reward"]})
+                           "reward": c["reward"], "train": total - c["generation"] - c["reward"],
+                           "excluded": c["excluded"]})
         self._current = dict.fromkeys(c, 0.0)
         self._t0 = None
 
@@ -87,4 +89,5 @@ class StepTimer(TrainerCallback):
         out = {k: round(statistics.median(s[k] for s in steps), 3) for k in ("total", *self.PARTS)}
         out.update({f"{k}_share": round(out[k] / out["total"], 3) if out["total"] else None for k in self.PARTS})
         out["steps_timed"] = len(steps)
+        out["excluded_s"] = [round(s["excluded"], 3) for s in self.steps]  # per step: evaluations, pool refreshes
         return out

@@ -9,7 +9,8 @@ loads, and a learning-signal run (40 steps, ~40 s here).
 The tiny model has random weights, so the protocol rewards (meta_verifier, format) are 0 for
 every completion and give no gradient. Runs that must move the weights therefore add a dense
 test reward through the dotted-path escape hatch of `reward_funcs` (a module written to a tmp
-folder): `pc_test_rewards:DigitShare` (share of digit characters, always varies).
+folder, tests/integration/grpo_runs.py): `pc_test_rewards:DigitShare` (share of digit characters, always
+varies). The uncertainty pool's runs are in tests/integration/test_uncertainty_pool.py.
 """
 
 from __future__ import annotations
@@ -23,96 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from grpo_runs import argv
 
 from proofcheck.process import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-
-REWARD_MODULE = '''
-"""Test rewards reached by dotted path (pc_test_rewards:Class)."""
-
-TAGS = ("<assessment>", "</assessment>", "<errors>", "</errors>", "<first_error_step>", "</first_error_step>")
-
-
-def _text(c):
-    return c[-1]["content"] if isinstance(c, list) else c
-
-
-class DigitShare:
-    """Share of digit characters in the completion: dense, so every group has reward variance."""
-
-    def __init__(self):
-        self.__name__ = "digits"
-
-    def __call__(self, completions, **kwargs):
-        return [sum(ch.isdigit() for ch in _text(c)) / max(1, len(_text(c))) for c in completions]
-
-
-SEEN: list = []
-
-
-class CrashAt:
-    """Raises while step PC_CRASH_AT_STEP trains (after the checkpoints before it), else 0."""
-
-    def __init__(self):
-        self.__name__ = "crash"
-
-    def __call__(self, completions, trainer_state=None, **kwargs):
-        import os
-
-        step = trainer_state.global_step + 1
-        if step == int(os.environ.get("PC_CRASH_AT_STEP", "0")):
-            raise RuntimeError(f"crash in step {step}")
-        return [0.0] * len(completions)
-
-
-class SeenIds:
-    """Records the proof_ids of every batch it rewards (0 reward): which prompts each step trained on (batches
-    of num_generations = 4 completions), and the uncertainty pool's verifications (batches of its passes)."""
-
-    def __init__(self):
-        self.__name__ = "seen"
-
-    def __call__(self, completions, **kwargs):
-        SEEN.append(list(kwargs["proof_id"]))
-        return [0.0] * len(completions)
-
-
-class TagShare:
-    """Share of the protocol's six tags present in the completion (a shaped format reward)."""
-
-    def __init__(self):
-        self.__name__ = "tags"
-
-    def __call__(self, completions, **kwargs):
-        return [sum(t in _text(c) for t in TAGS) / len(TAGS) for c in completions]
-'''
-
-
-@pytest.fixture(scope="module")
-def reward_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("rewards")
-    (d / "pc_test_rewards.py").write_text(REWARD_MODULE, encoding="utf-8")
-    return d
-
-
-@pytest.fixture
-def test_rewards(reward_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.syspath_prepend(str(reward_dir))
-    return reward_dir
-
-
-def argv(model: Path, out: Path, *extra: str) -> list[str]:
-    """A small, fast run: 24 synthetic tasks, 3 steps, 4 generations of 16 tokens."""
-    return ["--model_name_or_path", str(model), "--output_dir", str(out), "--use_cpu", "true", "--bf16", "false",
-            "--report_to", "none", "--synthetic_count", "24", "--include_reference_solution", "false",
-            "--eval_fraction", "0.2", "--eval_max_samples", "2", "--eval_passes", "2", "--eval_max_new_tokens", "8",
-            "--max_steps", "3", "--per_device_train_batch_size", "4", "--num_generations", "4",
-            "--max_completion_length", "16", "--learning_rate", "1e-3", "--logging_steps", "1",
-            "--save_strategy", "no", "--seed", "0",
-            "--reward_funcs", "meta_verifier", "format", "pc_test_rewards:DigitShare",
-            "--reward_weights", "1.0", "0.1", "1.0", *extra]
-
 
 def load_tensors(folder: Path) -> dict:
     from safetensors.torch import load_file
@@ -189,74 +105,6 @@ def test_lora_trains_only_the_adapter_and_saves_adapter_and_merged(tiny_model: P
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=400)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "MERGED 2" in res.stdout and "ADAPTER 2" in res.stdout
-
-
-def trained(seen: list[list[str]]) -> list[set[str]]:
-    """The prompts of each training step (4 generations) among SeenIds' batches (the pool's have 2 passes)."""
-    return [set(ids) for ids in seen if len(ids) == 4]
-
-
-POOL_ARGS = ("--uncertainty_pool", "6", "--uncertainty_passes", "2", "--uncertainty_every", "2",
-             "--eval_max_samples", "0", "--max_steps", "6", "--save_strategy", "steps", "--save_steps", "3",
-             "--reward_funcs", "meta_verifier", "format", "pc_test_rewards:DigitShare", "pc_test_rewards:SeenIds",
-             "pc_test_rewards:CrashAt", "--reward_weights", "1.0", "0.1", "1.0", "0.0", "0.0")
-
-
-def test_uncertainty_pool_serves_its_choice_to_the_trainer(tiny_model: Path, tmp_path: Path,
-                                                             test_rewards: Path) -> None:
-    """With uncertainty_pool, every 2 steps the pool is verified on the trainer's generation and every step
-    trains on its queued proofs, in rank order, none from the fallback order (issue 48: the first cycle was one
-    batch short). The Trainer draws steps 3 and 4 before the refresh at step 3 begins, so the refresh before
-    step 1 queues steps 1-4 and the one at step 3 steps 5-6; none comes after step 4 (it would serve no step)."""
-    import pc_test_rewards
-
-    from proofcheck.train.args import parse
-    from proofcheck.train.run import train
-
-    pc_test_rewards.SEEN.clear()
-    summary = train(*parse(argv(tiny_model, tmp_path / "pool", *POOL_ARGS)))
-    pool = summary["uncertainty"]
-    refreshes = pool["refreshes"]
-    assert [e["step"] for e in refreshes] == [0, 2]
-    assert [(e["from_chunk"], e["wanted"], e["queued"]) for e in refreshes] == [(0, 4, 4), (4, 2, 2)]
-    assert all(e["pool"] == 6 and 0.0 <= e["signal_share"] <= 1.0 for e in refreshes)
-    assert pool["chunks"] == 6 and pool["queued_rows"] == 6 and pool["fallback_rows"] == 0
-    assert len(set(refreshes[0]["selected"]) | set(refreshes[1]["selected"])) == 6  # the pool moved on
-    assert trained(pc_test_rewards.SEEN) == [{pid} for pid in refreshes[0]["selected"] + refreshes[1]["selected"]]
-
-
-def test_a_resumed_pool_trains_on_the_prompts_of_an_uninterrupted_run(tiny_model: Path, tmp_path: Path,
-                                                                      test_rewards: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Crash in step 5, resume from checkpoint-3: steps 4-6 train on the prompts the uninterrupted run trained
-    on, from the pool state saved with the checkpoint (the queue made at step 3's begin included), with no
-    pool verification wasted on the resume (issue 48: the refresh ran again and the skip drained its queue)."""
-    import pc_test_rewards
-
-    from proofcheck.train.args import parse
-    from proofcheck.train.run import train
-
-    pc_test_rewards.SEEN.clear()
-    whole = train(*parse(argv(tiny_model, tmp_path / "whole", *POOL_ARGS)))
-    uninterrupted = trained(pc_test_rewards.SEEN)
-    assert len(uninterrupted) == 6
-
-    out = tmp_path / "crashed"
-    monkeypatch.setenv("PC_CRASH_AT_STEP", "5")
-    with pytest.raises(RuntimeError, match="crash in step 5"):
-        train(*parse(argv(tiny_model, out, *POOL_ARGS)))
-    assert (out / "checkpoint-3" / "proofcheck_uncertainty.json").is_file()
-    monkeypatch.delenv("PC_CRASH_AT_STEP")
-    pc_test_rewards.SEEN.clear()
-    resumed = train(*parse(argv(tiny_model, out, *POOL_ARGS, "--resume_from_checkpoint", "last")))
-    assert resumed["resumed_from"] == str(out / "checkpoint-3")
-    assert trained(pc_test_rewards.SEEN) == uninterrupted[3:]
-    def chosen(summary: dict) -> list[tuple[int, list[str]]]:
-        return [(e["step"], e["selected"]) for e in summary["uncertainty"]["refreshes"]]
-
-    assert chosen(resumed) == chosen(whole)  # the crashed run's history, restored; none made again
-    assert len(pc_test_rewards.SEEN) == 3  # steps 4-6: no pool verification in this launch
-    assert resumed["uncertainty"]["fallback_rows"] == 0
 
 
 def test_resume_continues_the_step_count(tiny_model: Path, tmp_path: Path, test_rewards: Path) -> None:
