@@ -238,10 +238,10 @@ def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dic
     return {"before_grpo": pick(first), "after_grpo": pick(last)}
 
 
-def _first_line(cfg: DemoConfig, choice: Any) -> tuple[DemoConfig, float | None, Work | None]:
+def _first_line(cfg: DemoConfig, choice: Any) -> tuple[DemoConfig, dict[str, float] | None, Work | None]:
     """Print the demo's first line: how long it will take here. Without a budget (the default demo) an SFT step is
     estimated from a two-second probe, GRPO is sized (`GRPO_FLOOR` steps at least) and the budget becomes a guard
-    against a hang (3x the estimate); returns the config, the estimate and the work it counts."""
+    against a hang (3x the estimate); returns the config, the estimate (with the probe) and the work it counts."""
     if cfg.budget_s is not None:
         what = "This pipeline check (the tiny random model)" if cfg.model == "tiny" else "This run"
         console.print(f"{what} will take at most {minutes(cfg.budget_s)[6:]} on this machine: its steps are sized "
@@ -253,7 +253,7 @@ def _first_line(cfg: DemoConfig, choice: Any) -> tuple[DemoConfig, float | None,
     est = estimate(u, replace(work, grpo_steps=steps), choice.dtype)
     console.print(first_line(est["total"], u, choice.short, steps, f"from a {gflops:.0f} GFLOP/s probe"),
                   markup=False, highlight=False, soft_wrap=True)
-    return replace(cfg, budget_s=3 * est["total"]), est["total"], work
+    return replace(cfg, budget_s=3 * est["total"]), {**est, "probe_gflops": gflops, "probe_step_s": u}, work
 
 
 def _reestimate(plan: Plan, work: Work | None, dtype: str) -> Callable[[str], None]:
@@ -300,10 +300,13 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     choice = choose_dtype(cfg.dtype, device="cpu")
-    cfg, estimate_s, work = _first_line(cfg, choice)
+    cfg, first, work = _first_line(cfg, choice)
+    estimate_s = None if first is None else first["total"]
     recipe = cfg.recipe_summary
     console.print(recipe_line(cfg.recipe, cfg.deltas), markup=False, highlight=False, soft_wrap=True)
     plan = Plan(cfg, choice, estimate_s, t0=t0)
+    if first is not None:
+        plan.record["first_estimate"] = {k: round(v, 1) for k, v in first.items()}
     # every stage computes in the one dtype decided here: a forced choice is passed on, `auto` is re-derived
     env = {} if choice.source == "auto" else {ENV_VAR: choice.dtype}
     timings: dict[str, float] = {}

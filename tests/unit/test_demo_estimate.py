@@ -95,3 +95,17 @@ def test_the_command_chooses_steps_or_a_budget(monkeypatch, tmp_path, argv, budg
     monkeypatch.setattr(demo_mod, "run_demo", lambda cfg: seen.setdefault("cfg", cfg))
     assert main(["demo", "--workdir", str(tmp_path), *argv]) == 0
     assert (seen["cfg"].budget_s, seen["cfg"].grpo_floor) == (budget_s, floor)
+
+
+@pytest.mark.parametrize(("step_s", "steps"), [(2.0, 48), (5.0, 40), (9.0, 40)])
+def test_the_first_line_comes_from_the_probe_and_sizes_grpo(monkeypatch, capsys, tmp_path, step_s, steps):
+    from proofcheck.precision import choose_dtype
+
+    monkeypatch.setattr(demo_mod, "probe_step_s", lambda dtype: (step_s, 1234.0))
+    cfg, first, work = demo_mod._first_line(DemoConfig(workdir=tmp_path), choose_dtype("bfloat16", device="cpu"))
+    out = capsys.readouterr().out
+    assert out.startswith("This demo will take about ") and "from a 1234 GFLOP/s probe" in out
+    want = estimate(step_s, replace(work, grpo_steps=steps), "bfloat16")["total"]
+    assert first["total"] == pytest.approx(want) and first["probe_gflops"] == 1234.0
+    assert cfg.budget_s == pytest.approx(3 * want)      # a guard against a hang, never a cut
+    assert f"; {steps} GRPO steps)" in out
