@@ -176,4 +176,4 @@ def minutes(seconds: float) -> str:
 def first_line(total_s: float, u: float, dtype_short: str, grpo: int, source: str) -> str:
     """The demo's first line: how long it will take here, and on what the estimate rests."""
     return (f"This demo will take {minutes(total_s)} on this machine ({dtype_short}; an SFT step of ~{u:.1f} s "
-            f"{source}; {grpo} or more GRPO steps). The estimate is redone after the first SFT steps.")
+            f"{source}; {grpo} GRPO steps). The estimate is redone after the first SFT steps.")
