@@ -320,7 +320,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         if cfg.sft_lora_r else "full"
     sft_budget = plan.sft_budget()
     on_line = _reestimate(plan, work, choice.dtype)
-    sft = run_stage(f"supervised warm-up (<= {cfg.sft_steps} steps in {sft_budget:.0f} s, {lora}, {choice.short})",
+    sft_size = f"{cfg.sft_steps} steps" if estimate_s is not None else f"<= {cfg.sft_steps} steps in {sft_budget:.0f} s"
+    sft = run_stage(f"supervised warm-up ({sft_size}, {lora}, {choice.short})",
                     lambda: _sft(cfg, base, data, sft_budget, env, on_line), timings)
     plan.sft_done(sft)
     plan.scale_work()
