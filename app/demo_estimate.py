@@ -36,13 +36,15 @@ class Costs:
     probe_gflop: float   # the probe's GFLOP/s that make one SFT step a second: step_s = probe_gflop / measured
 
 
-# bf16 (2-core avx512_bf16 hosts, demos of 2026-12-05/06): GRPO step 9.35 / 4.31, 14.0 / 5.95, 17.4 / 8.2 s per SFT
-# step (2.1-2.35); held-out 64 x 4 passes ~70 s at an 8.2 s step, the 64 x 2 pool refresh 14-22 s at 4.3 s (~0.033
-# each); served waves 0.41-0.61 (8 passes, early stop) and 1.0-1.1 (every pass). fp32 (2-core AVX2 host, 2026-12-04):
-# GRPO step 6.2, a pass 0.07, a wave 2.2. probe_gflop, bf16: the probe read 1430-1640 GFLOP/s on a 2-core Xeon
-# (Sapphire Rapids, AMX) where the demo's SFT step took ~7.2 s (2026-12-06); fp32: the AVX2 host's 177 GFLOP/s matmul
-# against its 21-27 s step (2026-12-04), a rougher figure.
-COSTS = {"bfloat16": Costs(grpo_step_u=2.25, pass_u=0.033, wave_u=1.1, wave_early_u=0.6, probe_gflop=11000.0),
+# bf16 (2-core avx512_bf16 hosts): GRPO step 9.35 / 4.31, 14.0 / 5.95, 17.4 / 8.2 s per SFT step (2.1-2.35, demos of
+# 2026-12-05/06 with the TRL SFTTrainer warm-up) and 14.75 / 5.16 (2.86, the demo of 2026-12-06 evening, whose
+# answer-only warm-up steps are shorter); held-out 64 x 4 passes 36-46 s at a 5.16 s step, the 64 x 2 pool refresh
+# 25-31 s (0.027-0.045 a pass); served waves 0.41-0.61 (8 passes, early stop) and 1.0-1.1 (every pass). fp32 (2-core
+# AVX2 host, 2026-12-04): GRPO step 6.2, a pass 0.07, a wave 2.2. probe_gflop, bf16: the demo's probe read 1255
+# GFLOP/s on a 2-core Xeon (Sapphire Rapids, AMX) where its SFT step then took 5.16 s (2026-12-06,
+# docs/measurements/2026-12-06-demo-any-host.md); fp32: the AVX2 host's 177 GFLOP/s matmul against its 21-27 s step
+# (2026-12-04), a rougher figure.
+COSTS = {"bfloat16": Costs(grpo_step_u=2.8, pass_u=0.035, wave_u=1.1, wave_early_u=0.8, probe_gflop=6500.0),
          "float32": Costs(grpo_step_u=6.2, pass_u=0.07, wave_u=2.2, wave_early_u=2.2, probe_gflop=4400.0)}
 MODEL_BUILD_S = 25.0     # SmolLM2 from the GGUF wheel (a re-run reuses it: 0)
 SETUP_S = 10.0           # checking the samples, writing the curriculum, imports
@@ -78,7 +80,7 @@ def estimate(u: float, work: Work, dtype: str) -> dict[str, float]:
     >>> w = Work(64, 40, 64, 4, 8, 16, 64, 2, 4, 32, 8, 25, 48, 1)
     >>> e = estimate(4.3, w, "bfloat16")
     >>> round(e["sft"]), round(e["grpo"]), round(e["score"]), 1000 < e["total"] < 1400
-    (305, 753, 106, True)
+    (305, 865, 114, True)
     """
     c = COSTS[dtype]
     evals = 2 * work.eval_tasks * work.eval_passes

@@ -28,8 +28,8 @@ WORK = Work(sft_steps=64, grpo_steps=48, eval_tasks=64, eval_passes=4, curve_eve
 @pytest.mark.parametrize(("u", "dtype", "steps"), [
     (1.0, "bfloat16", 48),     # a fast machine: the cap, well inside 20 minutes
     (3.0, "bfloat16", 48),
-    (4.0, "bfloat16", 44),     # more than the floor while they fit
-    (4.3, "bfloat16", 40),     # the 2026-12-06 host: the floor
+    (3.4, "bfloat16", 47),     # more than the floor while they fit
+    (4.3, "bfloat16", 40),     # the floor
     (8.2, "bfloat16", 40),     # a slow day: the floor, past 20 minutes
     (25.0, "float32", 40),     # AVX2 in fp32
 ])
@@ -47,8 +47,9 @@ def test_the_floor_never_passes_the_cap(floor, cap, steps):
 
 
 @pytest.mark.parametrize(("u", "low_min", "high_min"), [
-    (4.3, 18, 21),   # the aim: about 20 minutes where an SFT step takes ~4 s
-    (8.2, 33, 37),   # about 35 where it takes ~8 s (the uncertainty pool's refreshes: ~6 minutes of it)
+    (4.3, 21, 23),
+    (5.16, 25, 27),  # the demo of 2026-12-06 (evening): 25.8 minutes measured at this SFT step
+    (8.2, 38, 41),   # the uncertainty pool's refreshes (64 proofs x 2 passes every 4 steps): ~6 minutes of it
 ])
 def test_the_estimate_at_the_measured_step_times(u, low_min, high_min):
     total = estimate(u, replace(WORK, grpo_steps=40), "bfloat16")["total"]
