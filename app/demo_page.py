@@ -78,7 +78,8 @@ def kpass_plot(evals: dict[str, dict[str, Any]], path: Path) -> Path | None:
         for key, color in (("kpass_bal_f1", "#c44e52"), ("kpass_tpr", "#4c72b0"), ("kpass_tnr", "#55a868")):
             ax.plot(ks, [p.get(key) for p in c], style, marker="o", ms=3, color=color,
                     label=f"{key.split('_')[-1].upper().replace('F1', 'Bal-F1')} {when.split('_')[0]}")
-    ax.set(ylim=(-0.02, 1.02), xlabel="passes k (accept only if all k accept)",
+    ks = sorted({p["k"] for c in curves.values() for p in c})
+    ax.set(ylim=(-0.02, 1.02), xticks=ks, xlabel="passes k (accept only if all k accept)",
            title="The service's decision on held-out proofs")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
