@@ -2,8 +2,8 @@
 
 In one process, on one model folder, one LoRA layout (the recipe's r / alpha / `lora_layers`), one compute
 dtype (bf16 autocast where native, `proofcheck.precision`) and the same synthetic tasks:
-- SFT: the warm-up's own step (`train/sft.py` `_batch_loss`: vocabulary projection at the answer positions
-  only, AdamW) on a batch of 8 tasks as its length-sorted batching draws them;
+- SFT: the warm-up's step as the former hand loop ran it (`_sft_hand.py`, the baseline of `sft_trainer.py`:
+  vocabulary projection at the answer positions only, AdamW) on a batch of 8 tasks as its length-sorted batching draws them;
 - GRPO: TRL's training pass on one generation batch (`compute_loss` under the trainer's autocast, backward,
   the trainer's optimizer step), 16 completions = 4 prompts x 4 generations, the prompts as the recipe
   renders them, each completion the task's gold verification repeated to a drawn length (seeded: 40-160
@@ -134,11 +134,12 @@ def sft_setup(model: Path, lora_r: int, lora_alpha: int, lora_layers: int | None
     """The SFT warm-up's model (LoRA of the recipe's layout), its AdamW, one batch of 8 encoded tasks (as its
     length-sorted batching draws them) and the pad id."""
     import torch
+    from _sft_hand import length_batches
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from proofcheck.train.config import top_layers
-    from proofcheck.train.sft import LORA_MODULES, encode, length_batches, sft_rows
+    from proofcheck.train.sft import LORA_MODULES, encode, sft_rows
 
     tok = AutoTokenizer.from_pretrained(model)
     examples = [encode(tok, r) for r in sft_rows(tasks, style)]
@@ -153,10 +154,9 @@ def sft_setup(model: Path, lora_r: int, lora_alpha: int, lora_layers: int | None
 
 
 def sft_pass(net: Any, opt: Any, batch: list, pad: int, bf16: bool) -> float:
-    """Seconds of one SFT step as the warm-up runs it (`train/sft.py`)."""
+    """Seconds of one SFT step as the former hand loop ran it (`_sft_hand.py`)."""
     import torch
-
-    from proofcheck.train.sft import _batch_loss
+    from _sft_hand import batch_loss as _batch_loss
 
     t0 = time.perf_counter()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -285,7 +285,7 @@ def print_cost(cost: dict[str, Any], peak: float, machine: dict[str, Any]) -> No
           f"{len(cost['seconds_all']['sft'])} rounds)\n")
     print("| pass | seconds | real tokens | padded positions | loss tokens | ms / real token | vs SFT | MFU |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    labels = {"sft": f"SFT step ({cost['sft_batch']} tasks, train/sft.py)",
+    labels = {"sft": f"SFT step ({cost['sft_batch']} tasks, _sft_hand.py)",
               "trl": f"GRPO, TRL's fused head (`completion_logits: false`), {cost['completions']} completions",
               "rows": f"GRPO, `completion_logits: true`, every row's prompt (`completion_logits_shared_prompt: "
                       f"false`), {cost['completions']} completions",

@@ -7,14 +7,14 @@ advantage to learn from. A short supervised run on synthetic tasks with gold ver
 The prompts are the verifier prompts GRPO and serving use (no reference solution: in the
 synthetic tasks it would give the answer away).
 
-The loop is a plain one (next-token loss on the answer tokens, AdamW, cosine schedule) rather
-than TRL's SFTTrainer: on this 2-core CPU, SFTTrainer's step took 37 s for 8 SmolLM2 examples
-where this loop takes about a third of that, because the vocabulary projection (49,152 tokens)
-and its log-softmax run only at the answer positions. LoRA (`lora_r` > 0) is merged before
-saving, so GRPO and serving load a plain folder either way. The compute dtype comes from
-`proofcheck.precision.choose_dtype` (`--dtype`, else `PROOFCHECK_DTYPE`, else the machine): bf16
-autocast with fp32 master weights where the CPU runs bf16 natively (avx512_bf16 / AMX), plain fp32
-elsewhere (an emulated bf16 step is ~16x slower than fp32 on an AVX2 CPU).
+It trains with TRL's SFTTrainer (`train/sft_trainer.py`: `AnswerOnlySFTTrainer`, which projects the vocabulary
+(49,152 tokens for SmolLM2) at the answer positions only, where TRL's fused head on the CPU projects every
+position: 37 s a step against ~12 s; measured at 1.03x the former hand-written loop's step,
+docs/measurements/2026-12-06-sft-trainer.md); the same stage runs as a recipe (`configs/sft/smollm2-sft-cpu.yaml`,
+`proofcheck train`). LoRA (`lora_r` > 0) is merged before saving, so GRPO and serving load a plain folder either
+way. The compute dtype comes from `proofcheck.precision.choose_dtype` (`--dtype`, else `PROOFCHECK_DTYPE`, else
+the machine): bf16 autocast with fp32 master weights where the CPU runs bf16 natively (avx512_bf16 / AMX), plain
+fp32 elsewhere (an emulated bf16 step is ~16x slower than fp32 on an AVX2 CPU).
 
 Running it again into an `--out` that holds a finished warm-up (its `sft_plan.json`, written last)
 trains nothing and leaves the model as it is, as a resumed GRPO run at its end does: a requeued job
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import random
 import statistics
 import sys
 import time
@@ -43,7 +42,6 @@ from proofcheck.data.families import family_choice
 from proofcheck.data.loaders import DataError, iter_json_objects
 from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
 from proofcheck.time_budget import units_that_fit
-from proofcheck.train.config import top_layers
 
 LORA_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -91,48 +89,6 @@ def encode(tokenizer: Any, row: dict[str, Any]) -> tuple[list[int], int]:
     if full[:len(prompt)] != prompt:
         raise ValueError("the chat template renders the prompt differently with the answer appended")
     return list(full), len(prompt)
-
-
-def length_batches(lengths: list[int], batch_size: int, rng: random.Random, window: int = 8) -> list[list[int]]:
-    """One epoch of batches (every index once): shuffled, then sorted by length within windows of
-    `window` batches so a batch pads little, batches in random order. The proof families differ in
-    length (about 330 to 600 tokens): random batches padded ~15% of their tokens on this curriculum.
-
-    >>> sorted(sorted(b) for b in length_batches([5, 1, 9, 2, 8, 3], 2, random.Random(0), window=3))
-    [[0, 5], [1, 3], [2, 4]]
-    """
-    order = rng.sample(range(len(lengths)), len(lengths))
-    span = batch_size * window
-    batches = []
-    for start in range(0, len(order), span):
-        chunk = sorted(order[start:start + span], key=lambda i: lengths[i])
-        batches += [chunk[k:k + batch_size] for k in range(0, len(chunk), batch_size)]
-    rng.shuffle(batches)
-    return batches
-
-
-def _batch_loss(model: Any, batch: list[tuple[list[int], int]], pad_id: int, focal_gamma: float = 0.0) -> Any:
-    """Next-token loss over the answer tokens of `batch` (right-padded): their mean, or with
-    `focal_gamma` > 0 their average weighted by (1 - p)^gamma (`hard_token_weights`)."""
-    import torch
-
-    width = max(len(ids) for ids, _ in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for i, (seq, _) in enumerate(batch):
-        ids[i, :len(seq)] = torch.tensor(seq)
-        mask[i, :len(seq)] = 1
-    hidden = model.get_decoder()(input_ids=ids, attention_mask=mask).last_hidden_state
-    # position t predicts token t+1; keep the positions that predict answer tokens only
-    rows = [i for i, (seq, p) in enumerate(batch) for _ in range(p - 1, len(seq) - 1)]
-    cols = [t for seq, p in batch for t in range(p - 1, len(seq) - 1)]
-    targets = torch.tensor([seq[t + 1] for seq, p in batch for t in range(p - 1, len(seq) - 1)])
-    logits = model.get_output_embeddings()(hidden[rows, cols]).float()
-    losses = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
-    if focal_gamma <= 0:
-        return losses.mean()
-    weights = hard_token_weights(losses.detach(), focal_gamma)
-    return (weights * losses).sum() / weights.sum()
 
 
 def hard_token_weights(losses: Any, gamma: float, floor: float = 0.05) -> Any:
@@ -241,14 +197,7 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     `flush_denormal`: flush denormal floats to zero first (`proofcheck.precision.flush_denormals`: same losses;
     1.13x, 1.13x and 0.95x the step speed in three runs on the bf16 CPU host); False keeps the CPU's default.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from proofcheck.data.synth import balanced_tasks
-    from proofcheck.io import write_json_atomic
-    from proofcheck.precision import choose_dtype, flush_denormals
-    from proofcheck.prompt_card import write_prompt_card
-    from proofcheck.protocol import prompt_sha256, style_texts
+    from proofcheck.protocol import style_texts
 
     style_texts(prompt_style)  # an unknown style fails before the model loads
     if focal_gamma < 0:
@@ -263,66 +212,12 @@ def warmup(model: str | Path, out: str | Path, *, tasks: int | list[dict[str, An
     if (Path(out) / "config.json").is_file():
         log(f"[proofcheck] sft: {out} holds an unfinished warm-up (no {PLAN_FILE}): training from the start")
     started = time.perf_counter() if started is None else started
-    flushed = flush_denormals(True) if flush_denormal else None  # before the first compute thread starts
-    choice = choose_dtype(dtype, device="cpu")
-    log(f"[proofcheck] sft dtype: {choice.short} ({choice.reason})")
-    torch.manual_seed(seed)
-    rows = sft_rows(tasks if isinstance(tasks, list) else balanced_tasks(tasks, seed=seed + 1000, families=families),
-                prompt_style)
-    tok = AutoTokenizer.from_pretrained(model)
-    examples = [encode(tok, r) for r in rows]
-    net = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
-    if lora_r > 0:
-        from peft import LoraConfig, get_peft_model
+    from proofcheck.train.sft_trainer import train_warmup
 
-        layers = top_layers(net.config.num_hidden_layers, lora_layers) if lora_layers else None
-        net = get_peft_model(net, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules=LORA_MODULES,
-                                             layers_to_transform=layers, lora_dropout=0.0, task_type="CAUSAL_LM"))
-    net.train()
-    params = [p for p in net.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
-    total = [steps]  # becomes what fits the time budget after the first step
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _schedule(s, total[0]))
-    rng = random.Random(seed)
-    order: list[list[int]] = []  # batches of example indices, an epoch at a time
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    plan: dict[str, Any] = {"max_steps": steps, "dtype": choice.record(), "time_budget_s": time_budget_s,
-                            "flush_denormal": flushed, "settings": settings}
-    t0 = t_step = time.perf_counter()
-    durations: list[float] = []
-    step = 0
-    while step < total[0]:
-        if not order:
-            order = length_batches([len(ids) for ids, _ in examples], batch_size, rng)
-        batch = [examples[i] for i in order.pop(0)]
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=choice.bf16):
-            loss = _batch_loss(net, batch, pad, focal_gamma)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        durations.append(time.perf_counter() - t_step)
-        t_step = time.perf_counter()
-        if step == 1:
-            plan["first_step_s"] = round(durations[0], 2)
-        if time_budget_s is not None and step & (step - 1) == 0:  # re-planned at steps 1, 2, 4, 8, ...
-            total[0] = _replan(plan, durations, time_budget_s - (time.perf_counter() - started) - SAVE_RESERVE_S,
-                               step, steps, time_budget_s, log, total[0])
-        log(f"[proofcheck] sft step {step}/{total[0]} loss {loss.item():.4f} "
-            f"({(time.perf_counter() - t0) / step:.1f} s/step)")
-    plan.update(steps=step, train_s=round(time.perf_counter() - t0, 1),
-                median_step_s=round(statistics.median(durations), 2) if durations else None)
-    trained = net.merge_and_unload() if lora_r > 0 else net
-    out = Path(out)
-    trained.save_pretrained(str(out))
-    tok.save_pretrained(str(out))
-    # no reference solution in SFT prompts (in synthetic tasks it would give the answer away)
-    write_prompt_card(out, False, prompt_sha256(style=prompt_style), prompt_style=prompt_style,
-                      written_by="proofcheck train/sft.py")
-    write_json_atomic(out / PLAN_FILE, plan)  # last: its presence says the warm-up is finished
-    return out
+    return train_warmup(model, Path(out), tasks=tasks, steps=steps, seed=seed, learning_rate=learning_rate,
+                        batch_size=batch_size, dtype=dtype, lora_r=lora_r, lora_layers=lora_layers,
+                        time_budget_s=time_budget_s, started=started, prompt_style=prompt_style, families=families,
+                        focal_gamma=focal_gamma, flush_denormal=flush_denormal, settings=settings, log=log)
 
 
 def main(argv: list[str] | None = None) -> int:
