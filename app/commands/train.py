@@ -1,4 +1,5 @@
-"""`proofcheck train`: GRPO training with `accelerate launch` on the packaged `train/grpo.py`.
+"""`proofcheck train`: GRPO training with `accelerate launch` on the packaged `train/grpo.py`, or the supervised
+stage on `train/supervised.py` for a recipe with `stage: sft` (configs/sft/).
 
 An installed package trains without the repository checkout: the entry script is found inside
 the installed `proofcheck.train` package, and the shipped recipes and accelerate configurations
@@ -14,10 +15,13 @@ import argparse
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from proofcheck.app.commands._common import EXIT_ERROR, EXIT_USAGE, add_command, fail
 from proofcheck.app.launch import grpo_script, resolve_config, shipped_names
+
+RECIPE_KINDS = ("grpo", "sft")  # the shipped recipe folders, searched in this order for a name
 
 DESCRIPTION = """\
 Train a verifier with TRL's GRPOTrainer: runs
@@ -33,8 +37,12 @@ them in the accelerate config. Every other option goes to train/grpo.py unchange
 `--model_name_or_path DIR --max_steps 50`; `proofcheck train --config R.yaml --help-all` lists them
 (TRL's GRPOConfig and ModelConfig, and proofcheck's data, reward and evaluation arguments).
 
+A recipe with `stage: sft` (configs/sft/*.yaml) runs the supervised stage instead: `accelerate launch` on the
+packaged train/supervised.py (TRL's SFTTrainer; SFTConfig, ModelConfig and proofcheck's SFT arguments), e.g. on
+the verifications `proofcheck data distill` kept.
+
 --config and --accelerate-config take a path, or the name of a shipped file (configs/grpo/*.yaml,
-configs/accelerate/*.yaml, also inside an installed package): `--config qwen3-8b-lora-1gpu`.
+configs/sft/*.yaml, configs/accelerate/*.yaml, also inside an installed package): `--config qwen3-8b-lora-1gpu`.
 --plan prints the recipe's memory plan per GPU and its batch arithmetic without loading anything.
 
 The run writes <output_dir>/run_summary.json and the model (merged/ and/or adapter/), each folder with
@@ -89,10 +97,26 @@ def split_launch_args(args: list[str], options: dict[str, int]) -> tuple[list[st
     return launch, rest
 
 
+def recipe_script(recipe: str) -> Path:
+    """The entry a recipe runs: the installed train/supervised.py for `stage: sft`, else train/grpo.py."""
+    import importlib.util
+
+    import yaml
+
+    raw = yaml.safe_load(Path(recipe).read_text(encoding="utf-8"))
+    if not (isinstance(raw, dict) and raw.get("stage") == "sft"):
+        return grpo_script()
+    spec = importlib.util.find_spec("proofcheck.train.supervised")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("proofcheck.train.supervised is not installed; reinstall proofcheck (make install)")
+    return Path(spec.origin)
+
+
 def launch_command(args: argparse.Namespace, launch_args: list[str] | None = None) -> list[str]:
-    """The command line this invocation runs: `accelerate launch` on train/grpo.py, or with --plan
-    train/grpo.py alone (the plan loads nothing and reads the processes from the accelerate config)."""
-    script = [str(grpo_script()), "--config", str(args.config), *args.grpo_args]
+    """The command line this invocation runs: `accelerate launch` on the recipe's entry (train/grpo.py, or
+    train/supervised.py for `stage: sft`), or with --plan that entry alone (the plan loads nothing and reads the
+    processes from the accelerate config)."""
+    script = [str(recipe_script(args.config)), "--config", str(args.config), *args.grpo_args]
     if args.plan:
         plan = ["--plan", *(["--plan_accelerate", str(args.accelerate_config)] if args.accelerate_config else [])]
         return [sys.executable, *script, *plan]
@@ -127,10 +151,11 @@ def register(sub: Any) -> None:
 
 def _resolve(args: argparse.Namespace) -> str | None:
     """Replace --config / --accelerate-config by the files they name; the error message, or None."""
-    recipe = resolve_config(args.config, "grpo")
+    recipe = next((found for kind in RECIPE_KINDS if (found := resolve_config(args.config, kind))), None)
     if recipe is None:
+        shipped = [n for kind in RECIPE_KINDS for n in shipped_names(kind)]
         return (f"--config {args.config}: no such file, and no shipped recipe of that name (shipped: "
-                f"{', '.join(shipped_names('grpo')) or 'none found'})")
+                f"{', '.join(shipped) or 'none found'})")
     args.config = recipe
     if args.accelerate_config:
         acc = resolve_config(args.accelerate_config, "accelerate")

@@ -37,13 +37,14 @@ def test_docs_name_files_at_all() -> None:
     assert {"docs/training.md", "configs/accelerate/multi-node.yaml", "configs/grpo/tiny-cpu.yaml"} <= names
 
 
-OUTPUT_DIRS = {Path(yaml.safe_load(p.read_text())["output_dir"]).name for p in (REPO / "configs" / "grpo").glob("*.yaml")}
+OUTPUT_DIRS = {Path(yaml.safe_load(p.read_text())["output_dir"]).name for kind in ("grpo", "sft")
+               for p in (REPO / "configs" / kind).glob("*.yaml")}
 
 
 @pytest.mark.parametrize(("doc", "ref"), refs(SERVED))
 def test_served_models_are_what_training_writes(doc: str, ref: str) -> None:
     run = SERVED.match(ref).group(1)
-    assert run in OUTPUT_DIRS, f"{doc} serves {ref}, but no recipe in configs/grpo writes runs/{run}"
+    assert run in OUTPUT_DIRS, f"{doc} serves {ref}, but no recipe in configs/grpo or configs/sft writes runs/{run}"
 
 
 def links() -> list[tuple[str, str]]:
