@@ -79,6 +79,36 @@ def register(sub: Any) -> None:
     _add_run_args(rp, "the --repairer and --checker URLs")
     add_json(rp)
     rp.set_defaults(handler=_repair)
+    _register_distill(dsub)
+
+
+def _register_distill(dsub: Any) -> None:
+    from proofcheck.app.commands._common import ENDPOINT_MODEL_HELP, add_judge_options
+
+    d = add_command(dsub, "distill", "Distillation through the meta-verifier: sample verifications of annotated proofs "
+                    "from an endpoint, keep those graded at or above a level against the expert annotation, write an "
+                    "SFT dataset with provenance.")
+    d.add_argument("--data", required=True, help="expert-annotated proofs JSONL (VerifierBench format)")
+    d.add_argument("--endpoint", metavar="URL", required=True, help="OpenAI-compatible base URL of the model whose "
+                   "verifications are sampled (a strong model, or the current verifier on a vLLM server)")
+    d.add_argument("--endpoint-model", metavar="NAME", required=True, help=ENDPOINT_MODEL_HELP)
+    d.add_argument("--passes", type=int, default=4, help="k: verifications sampled per proof (one n=k request)")
+    d.add_argument("--min-level", choices=("EXACT_MATCH", "BASIC_MATCH", "POOR_MATCH"), default="EXACT_MATCH",
+                   help="keep a verification graded at this meta-verifier level or above (a grader failure or an "
+                   "invalid answer is never kept)")
+    d.add_argument("--mode", choices=("structural", "judge", "hybrid"), default=None,
+                   help="grader; default: hybrid with --judge-endpoint, else structural")
+    add_judge_options(d, "<out>/judge-cache")
+    d.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    d.add_argument("--prompt-style", metavar="STYLE", choices=("full", "compact"), default="full", help="the "
+                   "verifier prompt style of the prompts sampled and written into the SFT rows, full or compact "
+                   "(train with the same prompt_style)")
+    d.add_argument("--with-reference", action="store_true", help="show the verifier the reference solution (train "
+                   "with include_reference_solution: true)")
+    _add_run_args(d, "--endpoint")
+    add_json(d)
+    d.set_defaults(handler=_distill, scale="training", timeout=120.0, max_retries=3,
+                   judge_max_tokens=1024)
 
 
 def _add_run_args(p: argparse.ArgumentParser, key_target: str) -> None:
@@ -147,6 +177,36 @@ def _repair(args: argparse.Namespace) -> int:
     return _report(args, rc, s, "repair", lambda s: (
         f"{s['n_accepted']} of {s['n_rejected_inputs']} repairs accepted ({s['status_counts']}) -> "
         f"{args.out}/repaired.jsonl"))
+
+
+def _distill(args: argparse.Namespace) -> int:
+    from proofcheck.app.commands._common import UsageError
+    from proofcheck.app.commands.grade import _build_grader
+
+    if args.passes < 1 or args.concurrency < 1:
+        return fail("--passes and --concurrency must be >= 1", EXIT_USAGE)
+    if args.judge_cache_dir is None:
+        args.judge_cache_dir = f"{args.out}/judge-cache"
+    try:
+        grader = _build_grader(args)
+    except UsageError as e:
+        return fail(str(e), EXIT_USAGE)
+
+    def run(key: str | None) -> dict[str, Any]:
+        from proofcheck.bench.distill import distill
+        from proofcheck.serve.engines import RemoteEngine
+
+        engine = RemoteEngine(args.endpoint, args.endpoint_model, api_key=key)
+        return distill(args.data, engine, args.endpoint_model, args.out, passes=args.passes, min_level=args.min_level,
+                       grader=grader, temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed,
+                       prompt_style=args.prompt_style, with_reference=args.with_reference, resume=args.resume,
+                       concurrency=args.concurrency)
+
+    rc, s = _curate(args, run, "distillation")
+    return _report(args, rc, s, "distillation", lambda s: (
+        f"kept {s['kept']} of {s['passes']} verifications (>= {s['min_level']}) from {s['proofs_with_a_kept_pass']} "
+        f"of {s['proofs']} proofs; dropped: {s['invalid']} invalid, {s['grader_failures']} grader failures "
+        f"(never kept) -> {s['sft_file']}"))
 
 
 def _validate(args: argparse.Namespace) -> int:

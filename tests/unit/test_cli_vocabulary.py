@@ -51,8 +51,9 @@ OLD_SPELLINGS = {"--api-key-env", "--api-key", "--base-url", "--cache-dir"}  # h
 # old spellings of one command only (the same name means something else in other commands)
 OLD_IN = {("proofcheck grade", "--max-tokens")}
 # (command, flag) whose meaning is the command's own: the demo trains its model, so its --prompt-style
-# chooses the style to train with (and record), where the others override a trained model's style
-OWN_MEANING = {("proofcheck demo", "--prompt-style")}
+# chooses the style to train with (and record), and `data distill`'s the style of the SFT rows it writes, where
+# the others override a trained model's style
+OWN_MEANING = {("proofcheck demo", "--prompt-style"), ("proofcheck data distill", "--prompt-style")}
 
 
 def options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
