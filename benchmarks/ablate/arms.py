@@ -13,6 +13,7 @@ from proofcheck.data.assembly import Curriculum
 
 from .config import (
     ARMS,
+    CONTROL_ARMS,
     CONTROL_RUNS,
     KPASS_RESERVE_S,
     MIN_RUN_S,
@@ -78,8 +79,8 @@ def size_runs(cfg: AblateConfig, left_s: float | None) -> dict[str, Any]:
 
     The GRPO arms and the control (`CONTROL_RUNS` runs) of every seed share `left_s`; when two or more
     seeds would leave a run under `MIN_RUN_S`, only the first seed runs."""
-    grpo_arms = [a for a in cfg.arms if a != "sft_control"]
-    per_seed = len(grpo_arms) + (CONTROL_RUNS if "sft_control" in cfg.arms else 0)
+    grpo_arms = [a for a in cfg.arms if a not in CONTROL_ARMS]
+    per_seed = len(grpo_arms) + CONTROL_RUNS * sum(a in cfg.arms for a in CONTROL_ARMS)
     if left_s is None:
         return {"seeds": list(cfg.seeds), "run_budget_s": None, "cut": []}
     seeds, cut = list(cfg.seeds), []
@@ -94,7 +95,8 @@ def size_runs(cfg: AblateConfig, left_s: float | None) -> dict[str, Any]:
 def train_arms(cfg: AblateConfig, start: Path, datasets: dict[str, Curriculum], plain: Curriculum, gold: Path,
                env: dict[str, str], console: Any, stage: Any, t_start: float
                ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
-    """Every seed's GRPO arms and SFT control from the one SFT start; returns the runs and the sizing.
+    """Every seed's GRPO arms, SFT control and rejection-sampling arm from the one SFT start; returns the runs and
+    the sizing.
 
     With a budget, the first arm of the first seed trains within its share and sets the steps of every
     other run (same steps, same seeds: the arms differ only by their overrides)."""
@@ -103,7 +105,7 @@ def train_arms(cfg: AblateConfig, start: Path, datasets: dict[str, Curriculum], 
     for line in sizing["cut"]:
         console.print(f"[bold]sized down[/bold]: {line}")
     runs: dict[str, list[dict[str, Any]]] = {arm: [] for arm in cfg.arms}
-    order = [a for a in ARMS if a in cfg.arms and a != "sft_control"]
+    order = [a for a in ARMS if a in cfg.arms and a not in CONTROL_ARMS]
     steps = cfg.steps
     for i, seed in enumerate(sizing["seeds"]):
         reference: dict[str, Any] | None = None
@@ -123,6 +125,12 @@ def train_arms(cfg: AblateConfig, start: Path, datasets: dict[str, Curriculum], 
             reference = s if arm == REFERENCE else reference
         if "sft_control" in cfg.arms:
             runs["sft_control"].append(sft_control(cfg, seed, start, plain, gold, reference, env, console, stage))
+        if "rejection" in cfg.arms:
+            from .rejection import rejection_arm
+
+            tasks = [json.loads(x) for x in gold.open(encoding="utf-8")]  # the GRPO tasks
+            runs["rejection"].append(rejection_arm(cfg, seed, start, tasks, plain, reference, env, console, stage,
+                                                   cfg.rejection_endpoint))
     sizing["steps"] = steps
     return runs, sizing
 

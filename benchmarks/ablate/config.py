@@ -13,17 +13,20 @@ from proofcheck.app.launch import Delta, fill_from_recipe
 
 REPO = Path(__file__).resolve().parents[2]
 INCENTIVE_ARMS = ("training", "benchmark", "balanced", "polarity")
-ARMS = (*INCENTIVE_ARMS, "repaired", "sft_control")
+ARMS = (*INCENTIVE_ARMS, "repaired", "sft_control", "rejection")
+CONTROL_ARMS = ("sft_control", "rejection")  # no GRPO of their own: trained for the reference arm's GRPO time
 REFERENCE = "training"
 TITLES = {"training": "(a) graded, training scale 1/0.5/0.25/0 (the paper's)",
           "benchmark": "(b) graded, benchmark scale 1/0.75/0.5/0",
           "balanced": "(c) balanced: right polarity 1, a rejection's grade centred per group",
           "polarity": "(d) polarity only: 1 if accept/reject is right",
           "repaired": "data: repaired positives in place of valid rows, same row count (training scale)",
-          "sft_control": "control: SFT continued for the GRPO stage's wall-clock time (steps: SFT steps)"}
-OVERRIDES = {**{a: ["--reward_scale", a] for a in INCENTIVE_ARMS}, "repaired": [], "sft_control": []}
+          "sft_control": "control: SFT continued for the GRPO stage's wall-clock time (steps: SFT steps)",
+          "rejection": "rejection sampling: the start's own passes on GRPO tasks kept at EXACT_MATCH by the "
+                       "meta-verifier, then SFT on them, for the GRPO stage's wall-clock time (steps: SFT steps)"}
+OVERRIDES = {**{a: ["--reward_scale", a] for a in INCENTIVE_ARMS}, "repaired": [], "sft_control": [], "rejection": []}
 MIN_RUN_S = 240.0     # a GRPO run shorter than this is mostly its fixed cost (start, evaluation, save)
-CONTROL_RUNS = 1.5    # the SFT control costs about 1.5 GRPO runs (its SFT + a one-step evaluation run)
+CONTROL_RUNS = 1.5    # the SFT control (and the rejection arm) costs about 1.5 GRPO runs (its SFT + a one-step evaluation)
 KPASS_RESERVE_S = 300.0
 
 
@@ -66,6 +69,8 @@ class AblateConfig:
     eval_passes: int | None = None  # (recipe: eval_passes)
     repair_pairs: int = 32        # flawed proofs sent to the repair path
     repaired_share: float = 0.25  # of the valid training rows replaced by repaired positives
+    rejection_tasks: int = 128    # GRPO tasks the rejection arm samples verifications of (the first ones)
+    rejection_passes: int = 4     # its verifications sampled per task (kept at EXACT_MATCH)
     kpass_tasks: int = 64         # held-out proofs of the k-pass curve (the first ones)
     kpass_max: int = 8
     max_tokens: int = 160
@@ -74,6 +79,7 @@ class AblateConfig:
     prompt_style: str | None = None  # (recipe: prompt_style)
     arms: list[str] = field(default_factory=lambda: list(ARMS))
     extra_overrides: list[str] = field(default_factory=list)  # for every GRPO run (tests: --use_vllm false)
+    rejection_endpoint: str | None = None  # the rejection arm samples there instead of serving the start (tests)
 
     def __post_init__(self) -> None:
         fill_from_recipe(self, RECIPE_FIELDS)
@@ -82,7 +88,7 @@ class AblateConfig:
     def quick(cls, **kw: Any) -> AblateConfig:
         base = dict(seeds=[0, 1], budget_s=1800.0, sft_tasks=384, sft_steps=48, grpo_tasks=256,
                     deltas=dict(QUICK_DELTAS), repair_pairs=16, kpass_tasks=16,
-                    arms=[a for a in ARMS if a != "repaired"])
+                    arms=[a for a in ARMS if a not in ("repaired", "rejection")])
         return cls(**{**base, **kw})
 
 

@@ -18,7 +18,10 @@ each seed of each arm, with the same steps and seeds; the arms differ only by ov
   polarity        `--reward_scale polarity`: 1 if the verdict's polarity is right, else 0;
   repaired        training scale, with some valid training proofs replaced by repaired positives;
   sft_control     no GRPO: SFT continued from the same start on the GRPO tasks' gold verifications for
-                  the wall-clock time the `training` run of that seed trained (its run minus evaluations).
+                  the wall-clock time the `training` run of that seed trained (its run minus evaluations);
+  rejection       no GRPO: the start's own verifications of GRPO tasks (served by vLLM, sampled by
+                  `proofcheck data distill`), kept at EXACT_MATCH by the meta-verifier, then SFT on them,
+                  sampling and SFT together in that same wall-clock time (ablate/rejection.py).
 Every arm is evaluated by train/callbacks.py inside a GRPO run on the same held-out proofs, passes and
 seed (the control by a run whose one step has learning rate 0): per pass (rough) and as the service's
 k-pass decision; the first arm also evaluates before its first step, the SFT start every arm shares.
@@ -57,6 +60,7 @@ from proofcheck.data.assembly import write_curriculum
 from .arms import train_arms
 from .config import (
     ARMS,
+    CONTROL_ARMS,
     INCENTIVE_ARMS,
     OVERRIDES,
     REFERENCE,
@@ -191,7 +195,7 @@ def run(cfg: AblateConfig, command: str) -> dict[str, Any]:
     kpass = kpass_report(cfg, sets["eval"], sizing["seeds"], env, stage) if REFERENCE in cfg.arms else {}
 
     # the SFT start: each seed's step-0 evaluation in its first GRPO arm (the same model, tasks and seed)
-    first = next((a for a in ARMS if a in cfg.arms and a != "sft_control"), None)  # it evaluated the start too
+    first = next((a for a in ARMS if a in cfg.arms and a not in CONTROL_ARMS), None)  # it evaluated the start too
     starts = [r for r in runs.get(first, []) if r["before"]] if first else []
     report: dict[str, Any] = {
         "schema": "proofcheck.ablations/1", "command": command, "machine": machine(),
@@ -251,8 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", help="override sizes, e.g. sft_tasks=16,grpo_tasks=8,eval_tasks=4,kpass_max=2")
     ap.add_argument("--grpo-override", action="append", default=[], metavar="FLAG=VALUE",
                     help="one more train/grpo.py override for every run, e.g. --grpo-override use_vllm=false")
+    ap.add_argument("--rejection-endpoint", metavar="URL", help="the rejection arm samples verifications from this "
+                    "OpenAI-compatible endpoint instead of a vLLM server of the SFT start (pipeline tests)")
     args = ap.parse_args(argv)
-    kw: dict[str, Any] = {"model": args.model, "out": args.out, "report_dir": args.report_dir}
+    kw: dict[str, Any] = {"model": args.model, "out": args.out, "report_dir": args.report_dir,
+                          "rejection_endpoint": args.rejection_endpoint}
     if args.seeds:
         kw["seeds"] = [int(s) for s in args.seeds.split(",")]
     if args.steps is not None:
