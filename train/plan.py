@@ -169,6 +169,30 @@ def lora_params(shape: Shape, model: Any, script: Any) -> int:
     return layers * sum(model.lora_r * (dims[n][0] + dims[n][1]) for n in names)
 
 
+def state_bytes(shape: Shape, model: Any, script: Any, launch: Launch) -> tuple[int, float, float, float]:
+    """(trainable parameters, bytes per GPU of weights, gradients, optimizer state with fp32 masters) of a run
+    under `launch` (GRPO's plan and the supervised stage's, train/sft_plan.py)."""
+    n = launch.processes
+    wb = DTYPE_BYTES.get(model.dtype, 2)
+    P = shape.params
+    shard = n if launch.strategy in ("zero3", "fsdp") else 1
+    states_shard = n if launch.strategy in ("zero2", "zero3", "fsdp") else 1
+    if model.use_peft:
+        T = lora_params(shape, model, script)
+        grads, optim = T * 4, T * 8 + T * 4  # peft keeps adapters in fp32 beside a bf16 base
+    elif launch.strategy.startswith("zero"):
+        T = P
+        grads, optim = T * 2 / states_shard, T * 12 / states_shard
+    elif launch.strategy == "fsdp":
+        T = P
+        grads, optim = T * 4 / n, T * 8 / n  # fp32 gradients and AdamW states; fp32 params below
+        wb = 4
+    else:
+        T = P
+        grads, optim = T * wb, T * 2 * wb
+    return T, P * wb / shard, grads, optim
+
+
 def plan(script: Any, training: Any, model: Any, opts: PlanOptions) -> dict[str, Any]:
     """The numbers `--plan` prints (bytes per GPU, batch arithmetic, warnings)."""
     launch = launch_setup(opts.accelerate)
@@ -191,24 +215,8 @@ def plan(script: Any, training: Any, model: Any, opts: PlanOptions) -> dict[str,
     out["shape"], out["shape_source"] = shape, where
     if shape is None:
         return out
-    wb = DTYPE_BYTES.get(model.dtype, 2)
     P = shape.params
-    shard = n if launch.strategy in ("zero3", "fsdp") else 1
-    states_shard = n if launch.strategy in ("zero2", "zero3", "fsdp") else 1
-    if model.use_peft:
-        T = lora_params(shape, model, script)
-        grads, optim = T * 4, T * 8 + T * 4  # peft keeps adapters in fp32 beside a bf16 base
-    elif launch.strategy.startswith("zero"):
-        T = P
-        grads, optim = T * 2 / states_shard, T * 12 / states_shard
-    elif launch.strategy == "fsdp":
-        T = P
-        grads, optim = T * 4 / n, T * 8 / n  # fp32 gradients and AdamW states; fp32 params below
-        wb = 4
-    else:
-        T = P
-        grads, optim = T * wb, T * 2 * wb
-    weights = P * wb / shard
+    T, weights, grads, optim = state_bytes(shape, model, script, launch)
     seq = opts.prompt_tokens + training.max_completion_length
     micro_tokens = training.per_device_train_batch_size * seq
     per_layer = 34 * shape.hidden  # ~34 x hidden bytes per token per layer (bf16, flash attention)

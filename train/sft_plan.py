@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proofcheck.train.plan import DTYPE_BYTES, GIB, PlanOptions, _g, launch_setup, lora_params, model_shape
+from proofcheck.train.plan import GIB, PlanOptions, _g, launch_setup, model_shape, state_bytes
 
 # TRL 1.16's chunked log-prob head projects tiles of 4096 tokens x 32768 vocabulary columns
 # (trl.kernels.chunked_logprob.TOKEN_CHUNK_SIZE, trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE)
@@ -34,23 +34,8 @@ def sft_plan(script: Any, training: Any, model: Any, opts: PlanOptions) -> dict[
     out["shape"], out["shape_source"] = shape, where
     if shape is None:
         return out
-    wb = DTYPE_BYTES.get(model.dtype, 2)
     P = shape.params
-    shard = n if launch.strategy in ("zero3", "fsdp") else 1
-    states_shard = n if launch.strategy in ("zero2", "zero3", "fsdp") else 1
-    if model.use_peft:
-        T = lora_params(shape, model, script)
-        grads, optim = T * 4, T * 12  # adapters in fp32 beside a bf16 base; AdamW's two states
-    elif launch.strategy.startswith("zero"):
-        T = P
-        grads, optim = T * 2 / states_shard, T * 12 / states_shard
-    elif launch.strategy == "fsdp":
-        T = P
-        grads, optim, wb = T * 4 / n, T * 8 / n, 4
-    else:
-        T = P
-        grads, optim = T * wb, T * 2 * wb
-    weights = P * wb / shard
+    T, weights, grads, optim = state_bytes(shape, model, script, launch)
     seq = training.max_length or opts.prompt_tokens
     tokens = training.per_device_train_batch_size * seq
     per_layer = 34 * shape.hidden
