@@ -128,8 +128,13 @@ def test_a_lost_final_save_is_written_from_the_last_checkpoint(finished: Path, c
     assert summary["saved"] == {"merged": str(copy / "merged"), "adapter": str(copy / "adapter")}
     assert json.loads((copy / "run_summary.json").read_text()) == summary
     for name in ("merged/model.safetensors", "merged/config.json", "adapter/adapter_model.safetensors",
-                 "adapter/adapter_config.json", "merged/proofcheck_prompt.json"):
+                 "adapter/adapter_config.json"):
         assert (copy / name).read_bytes() == (finished / name).read_bytes(), name
+    # the card: the same prompt record; the k-pass calibration came from the evaluation after the last step,
+    # which the lost save lost with it (not redone, not invented)
+    card, recovered = (json.loads((d / "merged/proofcheck_prompt.json").read_text()) for d in (finished, copy))
+    assert "calibration" in card and "calibration" not in recovered
+    assert recovered == {k: v for k, v in card.items() if k != "calibration"}
     assert {k: v for k, v in snapshot(copy).items() if k.startswith("checkpoint-")} == kept
 
 
