@@ -27,7 +27,7 @@ Completion length and truncation are TRL's own (`completions/mean_length`,
 Example:
     >>> from proofcheck.reward.levels import Level
     >>> ok = GradeResult(level=Level.EXACT_MATCH, score=1.0, valid=True)
-    >>> d = batch_diagnostics([Outcome("p", False, True, ok, 1.0)] * 2)
+    >>> d = batch_diagnostics([Outcome(False, True, ok, 1.0)] * 2)
     >>> d["accept_rate_valid"], zero_spread_shares([1.0, 1.0, 0.5, 1.0], ["p", "p", "q", "q"], [False] * 4)
     (1.0, {'zero_spread_groups': 0.5, 'zero_spread_valid': 0.5})
 """
@@ -49,12 +49,10 @@ LEVEL_KEYS: tuple[str, ...] = (*LEVEL_NAMES, "invalid")
 class Outcome:
     """One graded completion as the diagnostics see it.
 
-    group: the proof it answers (completions of one proof form a GRPO group);
     gold_flawed: the annotation marks an error; accepted: a valid output whose verdict accepts;
     family: the proof family, None for expert data; reward: what the reward function returned.
     """
 
-    group: str
     gold_flawed: bool
     accepted: bool
     result: GradeResult

@@ -205,9 +205,8 @@ class MetaVerifierReward(TruncationMixin):
                 raise ValueError("reward_scale balanced centres grades per proof: it needs the dataset column "
                                  "'proof_id' (or TRL's prompts) to group completions")
             scores = balance_groups(results, flawed, groups)
-        groups = groups or [str(i) for i in range(len(items))]  # ungrouped: each completion its own group
-        outcomes = [Outcome(g, f, _accepted(it), r, s, fam)
-                    for it, r, s, (f, fam), g in zip(items, results, scores, facts, groups, strict=True)]
+        outcomes = [Outcome(f, _accepted(it), r, s, fam)
+                    for it, r, s, (f, fam) in zip(items, results, scores, facts, strict=True)]
         log_diagnostics(batch_diagnostics(outcomes), log_metric)
         return scores
 

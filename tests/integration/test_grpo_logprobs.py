@@ -174,7 +174,7 @@ def test_completion_logits_match_trl(tiny_model: Path, head_models: dict[str, Pa
                                      peft: bool) -> None:
     import torch
 
-    from proofcheck.train.logprobs import HeadSpec
+    from proofcheck.train.logprobs import HeadSpec, completion_logps
 
     tol = BF16 if bf16 else FP32
     calls, shared = _counting(monkeypatch)
@@ -199,9 +199,9 @@ def test_completion_logits_match_trl(tiny_model: Path, head_models: dict[str, Pa
     if head != HeadSpec(fp32=fp32_head):  # the transform matters: leaving it out is far outside the tolerance
         ids, am = _ids_mask(batch)
         with torch.no_grad():
-            bare, _ = calls and __import__("proofcheck.train.logprobs", fromlist=["x"]).completion_logps(
-                trainer.model, trainer.model.get_output_embeddings(), ids, am, batch["completion_ids"].size(1),
-                rows=4, temperature=trainer.temperature, autocast=trainer.accelerator.autocast, compute_entropy=False)
+            bare, _ = completion_logps(trainer.model, trainer.model.get_output_embeddings(), ids, am,
+                                       batch["completion_ids"].size(1), rows=4, temperature=trainer.temperature,
+                                       autocast=trainer.accelerator.autocast, compute_entropy=False)
         assert (bare[mask] - ref_logps[mask]).abs().max() > 10 * tol["logp"]
 
 

@@ -108,23 +108,23 @@ def test_the_batch_diagnostics_reach_log_metric() -> None:
     assert logged["checking/reward_family/parity"] == pytest.approx(0.75)
 
 
-def _o(group: str, flawed: bool, accepted: bool, level: Level | None, reward: float | None,
+def _o(flawed: bool, accepted: bool, level: Level | None, reward: float | None,
        failed: bool = False) -> Outcome:
     r = (GradeResult(level=None, score=None, valid=True, grader_error="down") if failed
          else invalid_result("x") if level is None else GradeResult(level=level, score=reward, valid=True))
-    return Outcome(group, flawed, accepted, r, reward, None)
+    return Outcome(flawed, accepted, r, reward, None)
 
 
 @pytest.mark.parametrize(("outcomes", "expected"), [
     # two groups of two, one without spread (both 1.0): half the groups teach nothing
-    ([_o("a", False, True, Level.EXACT_MATCH, 1.0), _o("a", False, True, Level.EXACT_MATCH, 1.0),
-      _o("b", True, False, Level.POOR_MATCH, 0.25), _o("b", True, True, Level.WRONG_POLARITY, 0.0)],
+    ([_o(False, True, Level.EXACT_MATCH, 1.0), _o(False, True, Level.EXACT_MATCH, 1.0),
+      _o(True, False, Level.POOR_MATCH, 0.25), _o(True, True, Level.WRONG_POLARITY, 0.0)],
      {"accept_rate_valid": 1.0, "accept_rate_flawed": 0.5, "discrimination": 0.5, "level/EXACT_MATCH": 0.5, "level/POOR_MATCH": 0.25, "level/WRONG_POLARITY": 0.25, "level/invalid": 0.0}),
     # all invalid on flawed proofs: no valid proofs -> no accept_rate_valid key
-    ([_o("a", True, False, None, 0.0), _o("a", True, False, None, 0.0)],
+    ([_o(True, False, None, 0.0), _o(True, False, None, 0.0)],
      {"accept_rate_flawed": 0.0, "level/invalid": 1.0}),
     # a grader failure is counted apart and left out of the level shares and the spread
-    ([_o("a", True, False, Level.EXACT_MATCH, 1.0), _o("a", True, False, None, None, failed=True)],
+    ([_o(True, False, Level.EXACT_MATCH, 1.0), _o(True, False, None, None, failed=True)],
      {"grader_failure": 1.0, "level/EXACT_MATCH": 1.0}),
 ])
 def test_batch_diagnostics_table(outcomes: list[Outcome], expected: dict[str, float]) -> None:
