@@ -47,6 +47,10 @@ class SftScriptArguments:
         "Synthetic rows never show it (it would give the answer away)."))
     focal_gamma: float = field(default=0.0, metadata=_help(
         "Weight each answer token's loss by (1 - p)^focal_gamma (a focal loss); 0 = the plain mean."))
+    length_window: int = field(default=0, metadata=_help(
+        "> 0: batches of similar length in random order (rows sorted by length within windows of this many "
+        "batches, the batches shuffled), in place of train_sampling_strategy; 0 = the SFTConfig's sampling. "
+        "group_by_length walks each 50-batch megabatch from the longest rows to the shortest."))
     lora_layers: int | None = field(default=None, metadata=_help(
         "With use_peft: adapt only the top N layers (the memory plan counts them)."))
     save_merged: bool = field(default=True, metadata=_help("Save <output_dir>/merged (LoRA merged into the weights)."))
@@ -64,6 +68,8 @@ class SftScriptArguments:
         if self.focal_gamma < 0:
             errs.append(f"focal_gamma={self.focal_gamma}: must be >= 0 (0 = the plain mean loss, e.g. 2 for a focal "
                         "loss)")
+        if self.length_window < 0:
+            errs.append(f"length_window={self.length_window}: must be >= 0 (0 = the SFTConfig's sampling, e.g. 8)")
         if self.lora_layers is not None and self.lora_layers < 1:
             errs.append(f"lora_layers={self.lora_layers}: must be >= 1, or unset for every layer")
         if not (self.save_merged or self.save_adapter):

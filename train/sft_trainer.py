@@ -25,12 +25,14 @@ the budget cuts the run the learning rate decays to the new end.
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from torch.utils.data import Sampler
 from transformers import TrainerCallback
 from trl import SFTTrainer
 
@@ -86,18 +88,63 @@ def answer_loss(model: Any, lm_head: Any, inputs: dict[str, Any], head: Any, foc
     return losses.sum() / count, logp, targets
 
 
+def window_batches(lengths: list[int], batch_size: int, rng: random.Random, window: int = 8) -> list[list[int]]:
+    """One epoch of batches (every index once): the rows shuffled, sorted by length within windows of `window`
+    batches (a batch pads little), the full batches in random order and the one short batch, if any, last.
+
+    >>> batches = window_batches([5, 1, 9, 2, 8, 3, 7], 2, random.Random(0), window=2)
+    >>> sorted(i for b in batches for i in b), [len(b) for b in batches][-1]
+    ([0, 1, 2, 3, 4, 5, 6], 1)
+    """
+    order = rng.sample(range(len(lengths)), len(lengths))
+    span = batch_size * window
+    batches = []
+    for start in range(0, len(order), span):
+        chunk = sorted(order[start:start + span], key=lambda i: lengths[i])
+        batches += [chunk[k:k + batch_size] for k in range(0, len(chunk), batch_size)]
+    full = [b for b in batches if len(b) == batch_size]
+    rng.shuffle(full)
+    return full + [b for b in batches if len(b) < batch_size]
+
+
+class LengthWindowSampler(Sampler[int]):
+    """Rows in the order of `window_batches`, a new shuffle each epoch (seeded by `seed` and the epoch).
+
+    Why not transformers' `group_by_length`: it sorts megabatches of up to 50 batches longest first and keeps
+    that order, so consecutive steps walk from the longest rows to the shortest and a short warm-up ends on
+    the shortest proofs while its learning rate decays. On the demo's chains a 64-step warm-up in that order
+    reached held-out rough Bal-F1 0.765 +- 0.024 where the hand loop's order (this one) had reached 0.822."""
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int, window: int = 8) -> None:
+        self.lengths, self.batch_size, self.seed, self.window = list(lengths), batch_size, seed, window
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self) -> Iterator[int]:
+        rng = random.Random(f"{self.seed}:{self.epoch}")
+        self.epoch += 1
+        return iter([i for b in window_batches(self.lengths, self.batch_size, rng, self.window) for i in b])
+
+
 class AnswerOnlySFTTrainer(SFTTrainer):
     """SFTTrainer whose loss projects the vocabulary at the answer tokens only (module docstring).
 
     `focal_gamma` > 0: the focal loss (`hard_token_weights`) instead of the plain mean. `schedule`: an LR
-    multiplier of the step (a `LambdaLR` function) instead of the config's scheduler."""
+    multiplier of the step (a `LambdaLR` function) instead of the config's scheduler. `length_window` > 0:
+    batches of similar length in random order (`LengthWindowSampler`) instead of the config's sampling."""
 
     def __init__(self, *args: Any, focal_gamma: float = 0.0, schedule: Callable[[int], float] | None = None,
-                 **kwargs: Any) -> None:
+                 length_window: int = 0, **kwargs: Any) -> None:
         if focal_gamma < 0:
             raise ValueError(f"focal_gamma {focal_gamma}: must be >= 0; 0 is the plain mean loss")
         self.focal_gamma = focal_gamma
         self.schedule = schedule
+        self.length_window = length_window
         super().__init__(*args, **kwargs)
         self.answer_only_reason = self._why_not()
 
@@ -109,6 +156,13 @@ class AnswerOnlySFTTrainer(SFTTrainer):
                        sharded=sharded_parameters(self.accelerator), aux_loss=bool(self.aux_loss_enabled),
                        custom_loss=self.compute_loss_func is not None, label_smoothing=self.label_smoother is not None,
                        loss_type=args.loss_type, packed=bool(args.packing or args.padding_free))
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+        dataset = self.train_dataset if train_dataset is None else train_dataset
+        if self.length_window <= 0:
+            return super()._get_train_sampler(train_dataset)
+        return LengthWindowSampler([len(ids) for ids in dataset["input_ids"]], self.args.per_device_train_batch_size,
+                                   self.args.seed, self.length_window)
 
     def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
         if self.schedule is None or self.lr_scheduler is not None:
@@ -203,17 +257,20 @@ class StepBudget(TrainerCallback):
                 "median_step_s": round(statistics.median(self.durations), 2) if self.durations else None}
 
 
+LENGTH_WINDOW = 8  # the warm-up's batches: sorted by length within windows of 8 (the families: ~330-600 tokens)
+
+
 def warmup_config(out: Path, *, steps: int, seed: int, learning_rate: float, batch_size: int, bf16: bool,
                   **overrides: Any) -> Any:
-    """The CPU warm-up's SFTConfig: one process on the CPU, answer-only loss on prompt/completion rows, batches of
-    similar length (`group_by_length`: the families differ from ~330 to ~600 tokens), no truncation, AdamW without
+    """The CPU warm-up's SFTConfig: one process on the CPU, answer-only loss on prompt/completion rows (batches of
+    similar length come from the trainer's `length_window`), no truncation, AdamW without
     weight decay, gradient norm clipped at 1, a line of log a step, nothing saved by the trainer itself."""
     from trl import SFTConfig
 
     return SFTConfig(output_dir=str(out), use_cpu=True, bf16=bf16, report_to="none", max_steps=steps, seed=seed,
                      learning_rate=learning_rate, per_device_train_batch_size=batch_size, weight_decay=0.0,
                      max_grad_norm=1.0, logging_steps=1, save_strategy="no", completion_only_loss=True,
-                     max_length=None, train_sampling_strategy="group_by_length", dataloader_num_workers=0,
+                     max_length=None, dataloader_num_workers=0,
                      gradient_checkpointing=False,
                      disable_tqdm=True, **overrides)
 
@@ -258,7 +315,8 @@ def train_warmup(model: str | Path, out: Path, *, tasks: int | list[dict[str, An
         model=net, args=warmup_config(out, steps=steps, seed=seed, learning_rate=learning_rate,
                                       batch_size=batch_size, bf16=choice.bf16),
         train_dataset=Dataset.from_list(rows), processing_class=tok, peft_config=peft_config,
-        callbacks=[budget], focal_gamma=focal_gamma, schedule=lambda s: _schedule(s, budget.total))
+        callbacks=[budget], focal_gamma=focal_gamma, schedule=lambda s: _schedule(s, budget.total),
+        length_window=LENGTH_WINDOW)
     trainer.train()
     plan.update(budget.record())
     trained = trainer.model.merge_and_unload() if lora_r > 0 else trainer.model

@@ -108,7 +108,7 @@ def train_sft(script: Any, training: Any, model_args: Any) -> dict[str, Any]:
         peft_config.layers_to_transform = top_layers(layers, script.lora_layers)
     trainer = AnswerOnlySFTTrainer(model=model_args.model_name_or_path, args=training, processing_class=tok,
                                    train_dataset=Dataset.from_list(rows), peft_config=peft_config,
-                                   focal_gamma=script.focal_gamma)
+                                   focal_gamma=script.focal_gamma, length_window=script.length_window)
     print(f"[proofcheck] sft: {len(rows)} rows; loss: "
           f"{trainer.answer_only_reason or 'answer-only vocabulary projection'}", flush=True)
     result = trainer.train(resume_from_checkpoint=training.resume_from_checkpoint)
