@@ -135,6 +135,11 @@ def _replan(plan: dict[str, Any], durations: list[float], left: float, step: int
     return total
 
 
+LENGTH_WINDOW = 8  # the warm-up's batches: sorted by length within windows of 8 (the families: ~330-600 tokens)
+# recorded in the settings: a warm-up trained in transformers' group_by_length order (before) is not this one
+BATCH_ORDER = f"sorted by length within windows of {LENGTH_WINDOW} batches, batches shuffled"
+
+
 def _schedule(step: int, total: int) -> float:
     """Linear warm-up over the first 5% of `total` steps, then cosine decay to 0 at `total`."""
     warm = max(1, total // 20)
@@ -155,7 +160,7 @@ def warmup_settings(model: str | Path, tasks: int | list[dict[str, Any]], famili
 
     drawn = tasks if isinstance(tasks, int) else hashlib.sha256(
         json.dumps(tasks, sort_keys=True).encode()).hexdigest()
-    return {"model": str(model), "tasks": drawn, "families": families, **kw}
+    return {"model": str(model), "tasks": drawn, "families": families, **kw, "batch_order": BATCH_ORDER}
 
 
 def finished_warmup(out: str | Path, settings: dict[str, Any]) -> dict[str, Any] | None:

@@ -257,9 +257,6 @@ class StepBudget(TrainerCallback):
                 "median_step_s": round(statistics.median(self.durations), 2) if self.durations else None}
 
 
-LENGTH_WINDOW = 8  # the warm-up's batches: sorted by length within windows of 8 (the families: ~330-600 tokens)
-
-
 def warmup_config(out: Path, *, steps: int, seed: int, learning_rate: float, batch_size: int, bf16: bool,
                   **overrides: Any) -> Any:
     """The CPU warm-up's SFTConfig: one process on the CPU, answer-only loss on prompt/completion rows (batches of
@@ -291,7 +288,14 @@ def train_warmup(model: str | Path, out: Path, *, tasks: int | list[dict[str, An
     from proofcheck.prompt_card import write_prompt_card
     from proofcheck.protocol import prompt_sha256
     from proofcheck.train.config import top_layers
-    from proofcheck.train.sft import LORA_MODULES, PLAN_FILE, SAVE_RESERVE_S, _schedule, sft_rows
+    from proofcheck.train.sft import (
+        LENGTH_WINDOW,
+        LORA_MODULES,
+        PLAN_FILE,
+        SAVE_RESERVE_S,
+        _schedule,
+        sft_rows,
+    )
 
     flushed = flush_denormals(True) if flush_denormal else None  # before the first compute thread starts
     choice = choose_dtype(dtype, device="cpu")
