@@ -139,13 +139,20 @@ def wall_time_line(report: dict[str, Any]) -> str:
             f"({parts} min).")
 
 
+def _steps_run(report: dict[str, Any]) -> str:
+    """The GRPO steps every arm ran: the config's, or what the host's budget cut them to (said so)."""
+    sizing, steps = report.get("sizing") or {}, report["config"]["steps"]
+    run = sizing.get("steps", steps)
+    return str(run) if run == steps else f"{run} (cut from {steps} to fit the budget)"
+
+
 def markdown(report: dict[str, Any]) -> str:
     """The report as Markdown: what ran where, the arm table, the comparisons, the k-pass curves."""
     cfg, arms = report["config"], report["arms"]
     lines = ["# Ablations: reward, data, control and the k-pass rule", "",
              f"Command: `{report['command']}`  ", f"Machine: {report['machine']['summary']}  ",
              f"Model: {report['model']}; recipe `{cfg['recipe']}` (the arms differ only by the overrides below); "
-             f"seeds {cfg['seeds']}; {cfg['steps']} GRPO steps per arm from one SFT warm-up; held-out "
+             f"seeds {cfg['seeds']}; {_steps_run(report)} GRPO steps per arm from one SFT warm-up; held-out "
              f"{report['eval']['n_tasks']} proofs x {report['eval']['passes']} passes.  ",
              f"{wall_time_line(report)} Statistics: {report['stats_rule']}.", "",
              "## Arms (held-out, after training; mean ± SE over seeds)", "",
