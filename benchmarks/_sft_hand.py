@@ -14,16 +14,11 @@ from typing import Any
 
 
 def length_batches(lengths: list[int], batch_size: int, rng: random.Random, window: int = 8) -> list[list[int]]:
-    """One epoch of batches (every index once): shuffled, then sorted by length within windows of
-    `window` batches, batches in random order."""
-    order = rng.sample(range(len(lengths)), len(lengths))
-    span = batch_size * window
-    batches = []
-    for start in range(0, len(order), span):
-        chunk = sorted(order[start:start + span], key=lambda i: lengths[i])
-        batches += [chunk[k:k + batch_size] for k in range(0, len(chunk), batch_size)]
-    rng.shuffle(batches)
-    return batches
+    """One epoch of batches in the hand loop's order: the warm-up's own `window_batches` (sorted by length within
+    windows of `window` batches, batches in random order), imported here so this module stays light."""
+    from proofcheck.train.sft_trainer import window_batches
+
+    return window_batches(lengths, batch_size, rng, window)
 
 
 def batch_loss(model: Any, batch: list[tuple[list[int], int]], pad_id: int) -> Any:
