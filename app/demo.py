@@ -142,16 +142,21 @@ def _build_model(cfg: DemoConfig) -> Path:
 
 
 def build_curriculum(cfg: DemoConfig) -> Path:
-    """Write the four task sets as JSONL and the GRPO curriculum (`data.assembly.write_curriculum`: train = the
-    grpo set, eval = the held-out set)."""
+    """Write the four task sets as JSONL (the SFT rows' gold verification in `cfg.rationale`'s form) and the GRPO
+    curriculum (`data.assembly.write_curriculum`: train = the grpo set, eval = the held-out set)."""
     from proofcheck.data.assembly import write_curriculum
     from proofcheck.data.families import family_names, family_selection
+    from proofcheck.data.rationale import with_rationale
     from proofcheck.data.synth import count_kinds, disjoint_splits
     from proofcheck.io import write_json_atomic
 
     out = cfg.workdir / "data"
     card = out / "card.json"
     if card.is_file():
+        built = json.loads(card.read_text(encoding="utf-8")).get("rationale", "checks")
+        if built != cfg.rationale:
+            raise ValueError(f"{out} holds a curriculum whose SFT rows use the {built!r} rationale, not "
+                              f"{cfg.rationale!r}: choose another --workdir (or delete {out})")
         return out
     sizes = {"sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks, "dev": cfg.dev_tasks, "eval": cfg.eval_tasks}
     if cfg.families or cfg.exclude_family:
@@ -165,13 +170,14 @@ def build_curriculum(cfg: DemoConfig) -> Path:
     else:
         sets = disjoint_splits(sizes, seed=cfg.seed)
     out.mkdir(parents=True, exist_ok=True)
+    sets["sft"] = with_rationale(sets["sft"], cfg.rationale)
     for name, tasks in sets.items():
         (out / f"{name}.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks), encoding="utf-8")
     # GRPO trains on the grpo set, the eval set held out; written afresh (the card, written last, marks it done)
     write_curriculum(out / "dataset", sets["grpo"], sets["eval"], keep_existing=False)
     kinds = {name: count_kinds(tasks) for name, tasks in sets.items()}
     write_json_atomic(card, {"sizes": sizes, "kinds": kinds, "seed": cfg.seed, "families": cfg.families,
-                             "exclude_family": cfg.exclude_family})
+                             "exclude_family": cfg.exclude_family, "rationale": cfg.rationale})
     return out
 
 

@@ -36,6 +36,13 @@ FULL_DELTAS = {
     "eval_every_steps": Delta(15, "a learning-curve point every 15 GRPO steps (32 proofs x 4 passes, ~40 s: every 10 "
                                   "cost 14 x 40 s, ~17 steps)"),
 }
+# the recomputed gold rationale (`--rationale recomputed`) is about twice the checks' tokens: parity's longest
+# training verification is ~360 tokens (the checks' ~170), so GRPO and the held-out evaluation may write more
+RECOMPUTED_TOKENS = 400
+RECOMPUTED_DELTAS = {
+    key: Delta(RECOMPUTED_TOKENS, "the recomputed rationale: the longest training verification is ~360 tokens")
+    for key in ("max_completion_length", "eval_max_new_tokens")
+}
 QUICK_DELTAS = {
     "max_steps": Delta(8, "a pipeline check in a few minutes"),
     "learning_rate": Delta(5e-4, "the tiny random model: a visible move in 8 steps"),
@@ -97,8 +104,17 @@ class DemoConfig:
     curve_every: int | None = None  # GRPO steps between learning-curve points (0: only before and after)
     curve_tasks: int = 16         # held-out proofs of each curve point (the first ones of the held-out set)
     full: bool = False            # the long CPU recipe (`full()`), judged against its own targets
+    rationale: str = "checks"     # the SFT rows' gold verification (proofcheck.data.rationale): "checks", each
+                                  # family's shorthand, or "recomputed", one form in every family (about 2x the
+                                  # tokens: GRPO and evaluation then generate up to RECOMPUTED_TOKENS)
 
     def __post_init__(self) -> None:
+        from proofcheck.data.rationale import RATIONALE_FORMS
+
+        if self.rationale not in RATIONALE_FORMS:
+            raise ValueError(f"rationale {self.rationale!r}: choose one of {', '.join(RATIONALE_FORMS)}")
+        if self.rationale == "recomputed":
+            self.deltas = {**RECOMPUTED_DELTAS, **self.deltas}
         values = fill_from_recipe(self, RECIPE_FIELDS)
         if self.max_tokens is None:
             self.max_tokens = values["eval_max_new_tokens"]

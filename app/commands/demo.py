@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.app.commands._common import add_command, fail
+from proofcheck.data.rationale import RATIONALE_FORMS
 from proofcheck.protocol import PROMPT_STYLES
 
 # flag -> DemoConfig field; unset flags keep the default of the chosen mode (real or --quick)
@@ -54,6 +55,10 @@ def register(sub: Any) -> None:
                    "of full, the default everywhere else")
     p.add_argument("--exclude-family", help="leave these families (comma list) out of SFT and GRPO only: the "
                    "held-out set keeps them, so the per-family table measures transfer to an unseen family")
+    p.add_argument("--rationale", choices=RATIONALE_FORMS, default="checks", help="the gold verification the SFT "
+                   "warm-up imitates (docs/curriculum.md): checks (each family's own shorthand, some lines only "
+                   "assert) or recomputed (one form in every family, each step recomputed before its verdict; about "
+                   "twice the tokens, so GRPO and evaluation generate up to 400)")
     for flag, name in SIZES.items():
         p.add_argument(flag, type=int, dest=name, help=f"override the mode's {name.replace('_', ' ')}")
     p.set_defaults(handler=_demo)
@@ -80,7 +85,7 @@ def _demo(args: argparse.Namespace) -> int:
     cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=None if budget_min is None else budget_min * 60,
                **({} if args.families is None else  # chain alone: the historical chains (family_choice)
                   {"families": None if family_choice(args.families) is None else args.families}),
-               exclude_family=args.exclude_family,
+               exclude_family=args.exclude_family, rationale=args.rationale,
                **({"prompt_style": args.prompt_style} if args.prompt_style else {}), **sizes)
     try:
         run_demo(cfg)
