@@ -119,13 +119,28 @@ def steps_that_fit(first_step_s: float, seconds_left: float, max_steps: int, min
     return units_that_fit(seconds_left, first_step_s, already=1, at_least=min_steps, at_most=max_steps)
 
 
+REPLAN_EVERY = 32  # steps between re-plans once the doublings pass it; also the recent steps whose median is the pace
+
+
+def replans_at(step: int) -> bool:
+    """Steps 1, 2, 4, ..., 32, then every 32nd: the pace of a warm-up drifts (six families, 2026-12-07: the
+    median of 32 steps went 7.3 -> 12 s over 256 steps, and re-planned only at 128 and 256 the run overran its
+    2329 s budget by 456 s).
+
+    >>> [s for s in range(1, 130) if replans_at(s)]
+    [1, 2, 4, 8, 16, 32, 64, 96, 128]
+    """
+    return step & (step - 1) == 0 or step % REPLAN_EVERY == 0
+
+
 def _replan(plan: dict[str, Any], durations: list[float], left: float, step: int, max_steps: int,
             budget_s: float, log: Any, current: int) -> int:
-    """The step count that fits: the steps done plus what the seconds left hold at the median step so far.
+    """The step count that fits: the steps done plus what the seconds left hold at the recent pace (the median of
+    the last `REPLAN_EVERY` steps).
 
-    Re-planned at steps 1, 2, 4, 8, ...: a first step slowed by other work on the machine (another
-    process, a cold cache) no longer fixes the whole run's length."""
-    median = statistics.median(durations)
+    Re-planned at `replans_at` steps: a first step slowed by other work on the machine (another process, a cold
+    cache) no longer fixes the whole run's length, and a pace that slows later is caught within 32 steps."""
+    median = statistics.median(durations[-REPLAN_EVERY:])
     total = step - 1 + steps_that_fit(median, left, max_steps - step + 1) if step < max_steps else step
     total = max(step, min(max_steps, total))
     plan.setdefault("replans", []).append({"at_step": step, "median_step_s": round(median, 2), "steps": total})

@@ -36,7 +36,7 @@ from torch.utils.data import Sampler
 from transformers import TrainerCallback
 from trl import SFTTrainer
 
-from proofcheck.train.sft import _replan, hard_token_weights
+from proofcheck.train.sft import _replan, hard_token_weights, replans_at
 
 
 def why_not(device_type: str, *, focal_gamma: float, sharded: bool, aux_loss: bool, custom_loss: bool,
@@ -215,7 +215,7 @@ class AnswerOnlySFTTrainer(SFTTrainer):
 
 class StepBudget(TrainerCallback):
     """Times every optimizer step, prints one line a step (`[proofcheck] sft step i/n loss L (s s/step)`) and,
-    with a time budget, re-plans the step count at steps 1, 2, 4, 8, ... (`replan`) and stops the run there.
+    with a time budget, re-plans the step count at steps 1, 2, 4, ..., 32 and every 32nd (`replans_at`) and stops the run there.
 
     `started`: a `time.perf_counter()` value the budget counts from; `reserve_s`: seconds kept for saving."""
 
@@ -237,7 +237,7 @@ class StepBudget(TrainerCallback):
         step = state.global_step
         if step == 1:
             self.plan["first_step_s"] = round(self.durations[0], 2)
-        if self.budget_s is not None and step & (step - 1) == 0:
+        if self.budget_s is not None and replans_at(step):
             left = self.budget_s - (now - self.started) - self.reserve_s
             self.total = _replan(self.plan, self.durations, left, step, self.max_steps, self.budget_s, self.log,
                                 self.total)

@@ -68,6 +68,7 @@ def test_sft_cli_refuses_a_negative_focal_gamma_naming_the_flag_and_the_fix(caps
     ([100.0, 30.0, 30.0, 30.0], 900.0, 4, 400, 30.0, 34),  # the slow first step no longer counts: 4 + 30
     ([30.0] * 8, 9000.0, 8, 40, 30.0, 40),                 # never past the most steps
     ([30.0] * 4, 0.0, 4, 40, 30.0, 4),                     # nothing left: stop where it is
+    ([5.0] * 64 + [10.0] * 32, 1000.0, 96, 400, 10.0, 196),  # the recent pace, not the whole run's median (5 s)
 ])
 def test_sft_replans_from_the_median_step(durations, left, step, max_steps, median, expected) -> None:
     from proofcheck.train.sft import _replan
