@@ -97,7 +97,7 @@ def _draw(out: Path, eval_tasks: int, sft_tasks: int, seed: int) -> None:
 
 
 def _run(args: argparse.Namespace, out: Path) -> None:
-    from proofcheck.app.launch import run_logged
+    from proofcheck.app.launch import SftRun, run_logged
     from proofcheck.models.smollm2 import build_smollm2
 
     data = out / "data"
@@ -107,10 +107,9 @@ def _run(args: argparse.Namespace, out: Path) -> None:
     if not (base / "config.json").is_file():
         build_smollm2(base)
     for form in RATIONALE_FORMS:
-        run_logged([sys.executable, "-m", "proofcheck.train.sft", "--model", str(base), "--out", str(out / f"sft-{form}"),
-                    "--data", str(data / f"sft_{form}.jsonl"), "--steps", str(args.max_steps), "--time-budget",
-                    f"{args.budget_min * 60:.0f}", "--lora-r", "16", "--lr", "1e-3", "--prompt-style", "compact",
-                    "--seed", str(args.seed)], out / "logs" / f"sft-{form}.log")
+        run = SftRun(model=base, out=out / f"sft-{form}", data=data / f"sft_{form}.jsonl", steps=args.max_steps,
+                     lr=1e-3, lora_r=16, seed=args.seed, prompt_style="compact", time_budget_s=args.budget_min * 60)
+        run_logged(run.command(), out / "logs" / f"sft-{form}.log")
     for form in RATIONALE_FORMS:
         run_logged([sys.executable, "-m", "proofcheck.app.cli", "calibrate", "--model", str(out / f"sft-{form}"),
                     "--data", str(data / "eval.jsonl"), "--max-k", str(args.passes), "--no-card", "--seed",
