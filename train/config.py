@@ -27,6 +27,7 @@ from proofcheck.protocol import DEFAULT_PROMPT_STYLE, PROMPT_STYLES
 
 REWARD_MODES = ("structural", "judge", "hybrid")
 REWARD_SCALES = ("training", "benchmark", "balanced", "polarity")  # proofcheck.reward.levels.INCENTIVES
+UNCERTAINTY_DRAWS = ("pairs", "by_split")  # train/uncertainty.py: how the pool's candidates split by class
 
 
 class ConfigError(ValueError):
@@ -88,6 +89,11 @@ class ProofcheckScriptArguments:
         "Sampled passes per pool proof when drawing uncertain prompts (uncertainty_pool)."))
     uncertainty_every: int = field(default=2, metadata=_help(
         "Optimizer steps between two refreshes of the uncertainty pool."))
+    uncertainty_draw: str = field(default="pairs", metadata=_help(
+        "How the pool's candidates split between valid and flawed proofs (with balanced_batches; the queue stays "
+        "in valid/flawed pairs either way). `pairs`: half each. `by_split`: each refresh draws more of the class "
+        "whose passes split between accept and reject less often (share 1/4 to 3/4, from the last refresh), so "
+        "the queue holds as many proofs that can teach acceptance as rejection (train/uncertainty.py)."))
 
     # --- held-out evaluation ----------------------------------------------------------------
     eval_split: str = field(default="eval", metadata=_help(
@@ -254,6 +260,11 @@ class ProofcheckScriptArguments:
             errs.append(f"uncertainty_passes={self.uncertainty_passes}: must be >= 2 (disagreement needs two passes)")
         if self.uncertainty_every < 1:
             errs.append(f"uncertainty_every={self.uncertainty_every}: must be >= 1 optimizer step")
+        if self.uncertainty_draw not in UNCERTAINTY_DRAWS:
+            errs.append(f"uncertainty_draw={self.uncertainty_draw!r}: choose one of {', '.join(UNCERTAINTY_DRAWS)}")
+        elif self.uncertainty_draw != "pairs" and self.uncertainty_pool and not self.balanced_batches:
+            errs.append(f"uncertainty_draw={self.uncertainty_draw!r} splits the pool by class: it needs "
+                        "balanced_batches: true (or uncertainty_draw: pairs)")
         if self.time_budget_s is not None and self.time_budget_s <= 0:
             errs.append(f"time_budget_s={self.time_budget_s}: must be > 0 seconds (or unset for no budget)")
         return errs

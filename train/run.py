@@ -120,7 +120,7 @@ def build_trainer(script: ProofcheckScriptArguments, training: Any, model_args: 
             trainer, data.train, pool=script.uncertainty_pool, passes=script.uncertainty_passes,
             every=script.uncertainty_every, plan=ChunkPlan.of(training), balanced=script.balanced_batches,
             seed=training.seed, max_new_tokens=training.max_completion_length, temperature=training.temperature,
-            batch_size=script.eval_batch_size)
+            batch_size=script.eval_batch_size, draw=script.uncertainty_draw)
         trainer.add_callback(trainer.uncertainty)
         timer.exclude(trainer.uncertainty, "refresh")
     trainer.add_callback(CheckpointCallback(trainer, history, eval_cb))  # after the history and eval callbacks

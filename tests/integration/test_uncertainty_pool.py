@@ -80,3 +80,32 @@ def test_a_resumed_pool_trains_on_the_prompts_of_an_uninterrupted_run(tiny_model
     assert resumed["uncertainty"]["fallback_rows"] == 0
 
 
+def test_by_split_draw_keeps_pairs_and_resumes_with_its_share(tiny_model: Path, tmp_path: Path,
+                                                              test_rewards: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`uncertainty_draw: by_split` (balanced batches, 2 prompts a step): each refresh verifies half valid, half
+    flawed at first, records how many of each split and the next refresh's flawed share, queues valid/flawed
+    pairs, and a run resumed after a crash draws what the uninterrupted one drew (the share and each class's
+    place are saved with the checkpoint)."""
+    import pc_test_rewards
+
+    from proofcheck.train.args import parse
+    from proofcheck.train.run import train
+
+    args = (*POOL_ARGS, "--per_device_train_batch_size", "8", "--balanced_batches", "true",
+            "--shuffle_dataset", "false", "--uncertainty_pool", "8", "--uncertainty_draw", "by_split")
+    pc_test_rewards.SEEN.clear()
+    whole = train(*parse(argv(tiny_model, tmp_path / "whole", *args)))
+    refreshes = whole["uncertainty"]["refreshes"]
+    assert refreshes[0]["flawed"] == 4 and refreshes[0]["pool"] == 8
+    assert all(0.25 <= e["next_flawed_share"] <= 0.75 and 0 <= e["split_flawed"] <= e["flawed"] for e in refreshes)
+    assert whole["uncertainty"]["fallback_rows"] == 0
+
+    out = tmp_path / "crashed"
+    monkeypatch.setenv("PC_CRASH_AT_STEP", "5")
+    with pytest.raises(RuntimeError, match="crash in step 5"):
+        train(*parse(argv(tiny_model, out, *args)))
+    monkeypatch.delenv("PC_CRASH_AT_STEP")
+    resumed = train(*parse(argv(tiny_model, out, *args, "--resume_from_checkpoint", "last")))
+    assert [(e["step"], e["selected"]) for e in resumed["uncertainty"]["refreshes"]] == \
+        [(e["step"], e["selected"]) for e in refreshes]

@@ -10,7 +10,7 @@ import pytest
 
 from proofcheck.train.config import ConfigError, ProofcheckScriptArguments
 from proofcheck.train.pool_queue import ChunkPlan, PoolQueues
-from proofcheck.train.uncertainty import UncertaintySampler, disagreement, rank_rows
+from proofcheck.train.uncertainty import ClassDraw, UncertaintySampler, disagreement, rank_rows, splits
 
 
 def row(ok: bool, passes: list[int | None], scores: list[float] | None = None) -> dict[str, Any]:
@@ -155,7 +155,61 @@ def test_pool_size_is_checked_against_one_count_of_a_generations_prompts() -> No
     ({"uncertainty_pool": -1}, "uncertainty_pool=-1"),
     ({"uncertainty_pool": 8, "uncertainty_passes": 1}, "uncertainty_passes=1"),
     ({"uncertainty_every": 0}, "uncertainty_every=0"),
+    ({"uncertainty_draw": "flawed"}, "uncertainty_draw='flawed': choose one of pairs, by_split"),
+    ({"uncertainty_pool": 8, "uncertainty_draw": "by_split"}, "needs balanced_batches: true"),
 ])
 def test_bad_pool_settings_are_refused_with_the_fix(kw: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         ProofcheckScriptArguments(synthetic_count=8, **kw)
+
+
+def _trials(*outcomes: str) -> dict[str, Any]:
+    return {"trials": [{"outcome": o} for o in outcomes]}
+
+
+@pytest.mark.parametrize(("valid", "flawed", "share"), [
+    # a verifier that rejects too often: its valid proofs split, its flawed ones rarely -> draw more flawed
+    ((4, 4), (0, 4), 0.75),
+    ((3, 4), (1, 4), 0.6667),
+    ((2, 4), (2, 4), 0.5),
+    # one that accepts too often: the other way
+    ((0, 4), (4, 4), 0.25),
+    # nothing split on either side: no reason to move
+    ((0, 4), (0, 4), 0.5),
+])
+def test_by_split_draws_more_of_the_class_that_splits_less(valid: tuple[int, int], flawed: tuple[int, int],
+                                                          share: float) -> None:
+    rows = [{"is_correct": i % 2 == 0} for i in range(40)]
+    draw = ClassDraw(rows, seed=3)
+    candidates = draw.next(8)
+    assert sorted(rows[i]["is_correct"] for i in candidates) == [False] * 4 + [True] * 4
+    hits = {True: valid[0], False: flawed[0]}
+    results = []
+    for i in candidates:
+        c = rows[i]["is_correct"]
+        results.append(_trials("accept", "reject") if hits[c] > 0 else _trials("reject", "reject"))
+        hits[c] -= 1
+    draw.update(candidates, results)
+    assert draw.flawed_share == share
+    nxt = draw.next(12)
+    assert sum(not rows[i]["is_correct"] for i in nxt) == round(12 * share)
+    assert not set(nxt) & set(candidates)   # each class's order goes on where the last draw stopped
+
+
+def test_by_split_walks_each_class_once_before_repeating_and_restores() -> None:
+    rows = [{"is_correct": i < 6} for i in range(12)]     # 6 valid, 6 flawed
+    draw = ClassDraw(rows, seed=0)
+    draw.flawed_share = 0.75
+    first = draw.next(8)                                   # 6 flawed, 2 valid
+    assert sum(not rows[i]["is_correct"] for i in first) == 6
+    assert [rows[i]["is_correct"] for i in first] == [True, False, True, False] + [False] * 4   # pairs first
+    again = ClassDraw(rows, seed=0)
+    again.restore(json.loads(json.dumps(draw.state())))
+    assert again.next(8) == draw.next(8)
+    assert sorted(i for i in first if not rows[i]["is_correct"]) == list(range(6, 12))   # every flawed row once
+
+
+def test_splits_is_polarity_not_location() -> None:
+    assert splits(_trials("accept", "reject"))
+    assert not splits(_trials("reject", "reject", "invalid"))
+    assert not splits(_trials("accept", "invalid"))
