@@ -46,6 +46,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from proofcheck.io import write_json_atomic
+from proofcheck.train.config import UNCERTAINTY_DRAWS
 from proofcheck.train.pool_queue import ChunkPlan, PoolQueues
 
 POOL_FILE = "proofcheck_uncertainty.json"  # the pool's state in a checkpoint folder
@@ -80,7 +81,31 @@ def rank_rows(results: list[dict[str, Any]], indices: list[int], balanced: bool)
         return [indices[j] for j in order]
     valid = [indices[j] for j in order if results[j]["is_correct"]]
     flawed = [indices[j] for j in order if not results[j]["is_correct"]]
-    return [i for pair in zip(valid, flawed, strict=False) for i in pair]
+    return interleave(valid, flawed)
+
+
+def interleave(valid: list[int], flawed: list[int], keep_rest: bool = False) -> list[int]:
+    """(valid, flawed) pairs while both last; then, with `keep_rest`, the longer list's remainder.
+
+    >>> interleave([1, 2, 3], [7]), interleave([1, 2, 3], [7], keep_rest=True)
+    ([1, 7], [1, 7, 2, 3])
+    """
+    pairs = [i for pair in zip(valid, flawed, strict=False) for i in pair]
+    return pairs + valid[len(flawed):] + flawed[len(valid):] if keep_rest else pairs
+
+
+def class_orders(rows: list[dict[str, Any]], rng: random.Random) -> dict[bool, list[int]]:
+    """Each class's row indices (True: valid), shuffled by `rng`, the valid ones first."""
+    orders = {c: [i for i, r in enumerate(rows) if bool(r["is_correct"]) == c] for c in (True, False)}
+    for order in orders.values():
+        rng.shuffle(order)
+    return orders
+
+
+def class_splits(results: list[dict[str, Any]]) -> dict[bool, tuple[int, int]]:
+    """Per class (True: valid), how many graded rows' passes split (`splits`) and how many rows there are."""
+    return {c: (sum(splits(r) for r in results if bool(r["is_correct"]) == c),
+                sum(bool(r["is_correct"]) == c for r in results)) for c in (True, False)}
 
 
 def splits(result: dict[str, Any]) -> bool:
@@ -107,20 +132,15 @@ class ClassDraw:
     >>> d = ClassDraw([{"is_correct": i % 2 == 0} for i in range(16)], seed=0)
     >>> first = d.next(8); sum(i % 2 for i in first)
     4
-    >>> d.update(first, [{"trials": [{"outcome": "accept" if i % 2 == 0 else "reject"}, {"outcome": "reject"}]}
-    ...                  for i in first]); d.flawed_share   # valid rows split, flawed ones do not
+    >>> d.update({True: (4, 4), False: (0, 4)}); d.flawed_share   # every valid row split, no flawed one
     0.75
     """
 
     MIN_SHARE, MAX_SHARE = 0.25, 0.75
 
     def __init__(self, rows: list[dict[str, Any]], seed: int) -> None:
-        rng = random.Random(seed)
-        self.orders = {c: [i for i, r in enumerate(rows) if bool(r["is_correct"]) == c] for c in (True, False)}
-        for order in self.orders.values():
-            rng.shuffle(order)
+        self.orders = class_orders(rows, random.Random(seed))
         self.cursors = {True: 0, False: 0}
-        self.is_correct = [bool(r["is_correct"]) for r in rows]
         self.flawed_share = 0.5
 
     def next(self, pool: int) -> list[int]:
@@ -132,16 +152,11 @@ class ClassDraw:
             order, start = self.orders[c], self.cursors[c]
             drawn[c] = [order[(start + k) % len(order)] for k in range(n)]
             self.cursors[c] = (start + n) % max(1, len(order))
-        valid, bad = drawn[True], drawn[False]
-        paired = [i for pair in zip(valid, bad, strict=False) for i in pair]
-        return paired + valid[len(bad):] + bad[len(valid):]
+        return interleave(drawn[True], drawn[False], keep_rest=True)
 
-    def update(self, candidates: list[int], results: list[dict[str, Any]]) -> None:
-        """The next refresh's flawed share from these candidates' split rates."""
-        rate = {}
-        for c in (True, False):
-            hits = [splits(r) for i, r in zip(candidates, results, strict=True) if self.is_correct[i] == c]
-            rate[c] = (sum(hits) + 1) / (len(hits) + 2)
+    def update(self, counts: dict[bool, tuple[int, int]]) -> None:
+        """The next refresh's flawed share from this refresh's `class_splits` (splitting rows, rows per class)."""
+        rate = {c: (hits + 1) / (n + 2) for c, (hits, n) in counts.items()}
         share = rate[True] / (rate[True] + rate[False])
         self.flawed_share = round(min(self.MAX_SHARE, max(self.MIN_SHARE, share)), 4)
 
@@ -214,7 +229,7 @@ class UncertaintyPool(TrainerCallback):
                                              grade=lambda row, p: _scored(row, p, reward))
         self.order = _candidate_order(rows, balanced, seed)
         self.cursor = 0
-        if draw not in ("pairs", "by_split") or (draw == "by_split" and not balanced):
+        if draw not in UNCERTAINTY_DRAWS or (draw == "by_split" and not balanced):
             raise ValueError(f"uncertainty draw {draw!r}: `pairs`, or `by_split` with balanced batches")
         self.draw = ClassDraw(rows, seed) if draw == "by_split" else None
         self.queues = PoolQueues(self.order)
@@ -249,15 +264,14 @@ class UncertaintyPool(TrainerCallback):
         queued = rank_rows(results, candidates, self.balanced)[:wanted]
         self.queues.add(first, queued)
         signal = sum(disagreement(r)[0] for r in results)
-        flawed = [not r["is_correct"] for r in results]
+        counts = class_splits(results)
         entry = {"step": step, "seconds": round(time.perf_counter() - t0, 3), "pool": len(candidates),
                  "with_signal": signal, "signal_share": round(signal / max(1, len(candidates)), 4),
-                 "flawed": sum(flawed), "split_valid": sum(splits(r) for r, f in zip(results, flawed, strict=True) if not f),
-                 "split_flawed": sum(splits(r) for r, f in zip(results, flawed, strict=True) if f),
+                 "flawed": counts[False][1], "split_valid": counts[True][0], "split_flawed": counts[False][0],
                  "from_chunk": first, "wanted": wanted, "queued": len(queued),
                  "selected": [self.rows[i].get("proof_id") for i in queued]}
         if self.draw is not None:
-            self.draw.update(candidates, results)
+            self.draw.update(counts)
             entry["next_flawed_share"] = self.draw.flawed_share
         self.history.append(entry)
         return entry
@@ -321,11 +335,8 @@ def _candidate_order(rows: list[dict[str, Any]], balanced: bool, seed: int) -> l
         order = list(range(len(rows)))
         rng.shuffle(order)
         return order
-    valid = [i for i, r in enumerate(rows) if r["is_correct"]]
-    flawed = [i for i, r in enumerate(rows) if not r["is_correct"]]
-    rng.shuffle(valid)
-    rng.shuffle(flawed)
-    return [i for pair in zip(valid, flawed, strict=False) for i in pair]
+    orders = class_orders(rows, rng)
+    return interleave(orders[True], orders[False])
 
 
 class UncertaintySampler:

@@ -10,7 +10,14 @@ import pytest
 
 from proofcheck.train.config import ConfigError, ProofcheckScriptArguments
 from proofcheck.train.pool_queue import ChunkPlan, PoolQueues
-from proofcheck.train.uncertainty import ClassDraw, UncertaintySampler, disagreement, rank_rows, splits
+from proofcheck.train.uncertainty import (
+    ClassDraw,
+    UncertaintySampler,
+    class_splits,
+    disagreement,
+    rank_rows,
+    splits,
+)
 
 
 def row(ok: bool, passes: list[int | None], scores: list[float] | None = None) -> dict[str, Any]:
@@ -187,9 +194,10 @@ def test_by_split_draws_more_of_the_class_that_splits_less(valid: tuple[int, int
     results = []
     for i in candidates:
         c = rows[i]["is_correct"]
-        results.append(_trials("accept", "reject") if hits[c] > 0 else _trials("reject", "reject"))
+        results.append({"is_correct": c, **(_trials("accept", "reject") if hits[c] > 0 else _trials("reject", "reject"))})
         hits[c] -= 1
-    draw.update(candidates, results)
+    assert class_splits(results) == {True: valid, False: flawed}
+    draw.update(class_splits(results))
     assert draw.flawed_share == share
     nxt = draw.next(12)
     assert sum(not rows[i]["is_correct"] for i in nxt) == round(12 * share)
