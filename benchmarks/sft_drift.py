@@ -13,7 +13,12 @@ once per arm, one after the other, each arm a set of environment variables on th
 
 - `glibc` (the baseline): the environment as it is;
 - `no-trim`: glibc told to keep what it frees (`MALLOC_TRIM_THRESHOLD_`, `MALLOC_MMAP_THRESHOLD_` at their 32 MB
-  ceiling, `MALLOC_TOP_PAD_`), so a block freed by one step is reused by the next without page faults.
+  ceiling, `MALLOC_TOP_PAD_`), so a block freed by one step is reused by the next without page faults;
+- `jemalloc`, `tcmalloc`: another allocator preloaded (`LD_PRELOAD`; Debian's `libjemalloc2` with the decay and
+  background-thread settings Intel's PyTorch CPU guide gives, `libtcmalloc-minimal4`), the usual cure for a
+  PyTorch CPU process whose ever-new tensor sizes fragment glibc's heap.
+
+Every arm runs the same batches in the same order (seed 0), so its steps pair with the baseline's one by one.
 
 Per arm: the median step of the first and of the last 16 steps, their ratio (the drift), the mean step, the
 process's peak resident memory (`os.wait4`), the compute probe in a fresh process before and after it (a host
@@ -39,7 +44,13 @@ ARMS: dict[str, dict[str, str]] = {
     "glibc": {},
     "no-trim": {"MALLOC_TRIM_THRESHOLD_": str(4096 * _MB), "MALLOC_MMAP_THRESHOLD_": str(32 * _MB),
                 "MALLOC_TOP_PAD_": str(256 * _MB)},
+    "jemalloc": {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+                 "MALLOC_CONF": "oversize_threshold:1,background_thread:true,metadata_thp:auto,"
+                                "dirty_decay_ms:-1,muzzy_decay_ms:-1"},
+    "tcmalloc": {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+                 "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD": str(1 << 40)},
 }
+PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}   # the Debian package of each preload
 WINDOW = 16   # steps in each of the medians the drift compares
 
 
@@ -117,6 +128,9 @@ def main() -> int:
         ap.error(f"unknown arm(s) {unknown}: choose from {', '.join(ARMS)}")
     if args.steps < 2 * WINDOW:
         ap.error(f"--steps {args.steps}: at least {2 * WINDOW}, so the first and last {WINDOW} steps do not overlap")
+    if missing := [n for n in names if not Path(ARMS[n].get("LD_PRELOAD", "/")).exists()]:
+        ap.error(f"arm(s) {missing} preload a library this machine lacks: `apt-get install "
+                 f"{' '.join(PACKAGES[n] for n in missing)}`")
     if not (args.model / "config.json").is_file():
         ap.error(f"no model in {args.model}: run `proofcheck model smollm2 --out {args.model}` first")
     rows = {name: run_arm(name, ARMS[name], args.model, args.out, args.steps) for name in names}

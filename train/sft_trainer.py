@@ -282,6 +282,7 @@ def train_warmup(model: str | Path, out: Path, *, tasks: int | list[dict[str, An
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from proofcheck.allocator import loaded_allocator
     from proofcheck.data.synth import balanced_tasks
     from proofcheck.io import write_json_atomic
     from proofcheck.precision import choose_dtype, flush_denormals
@@ -313,7 +314,8 @@ def train_warmup(model: str | Path, out: Path, *, tasks: int | list[dict[str, An
         peft_config = LoraConfig(r=lora_r, lora_alpha=2 * lora_r, target_modules=LORA_MODULES,
                                  layers_to_transform=layers, lora_dropout=0.0, task_type="CAUSAL_LM")
     plan: dict[str, Any] = {"max_steps": steps, "dtype": choice.record(), "time_budget_s": time_budget_s,
-                            "flush_denormal": flushed, "settings": settings, "trainer": "AnswerOnlySFTTrainer"}
+                            "flush_denormal": flushed, "allocator": loaded_allocator(), "settings": settings,
+                            "trainer": "AnswerOnlySFTTrainer"}
     budget = StepBudget(steps, plan, budget_s=time_budget_s, started=started, reserve_s=SAVE_RESERVE_S, log=log)
     trainer = AnswerOnlySFTTrainer(
         model=net, args=warmup_config(out, steps=steps, seed=seed, learning_rate=learning_rate,

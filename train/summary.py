@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from proofcheck.allocator import loaded_allocator
 from proofcheck.train.data import TrainingData
 
 SUMMARY_FILE = "run_summary.json"
@@ -65,6 +66,7 @@ def make_summary(trainer: Any, data: TrainingData, history: Any, eval_cb: Any, s
         "world_size": trainer.accelerator.num_processes,
         "memory": memory_record(trainer),
         "precision": precision_record(trainer),
+        "allocator": loaded_allocator(),
         "budget": trainer.budget.plan() if getattr(trainer, "budget", None) is not None else None,
         "data": data.summary(),
     }

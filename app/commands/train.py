@@ -12,12 +12,14 @@ to train/grpo.py unchanged (TRL's GRPOConfig, ModelConfig and our script argumen
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from proofcheck.allocator import choose_allocator
 from proofcheck.app.commands._common import EXIT_ERROR, EXIT_USAGE, add_command, fail
 from proofcheck.app.launch import grpo_script, resolve_config, shipped_names
 
@@ -182,7 +184,12 @@ def _train(args: argparse.Namespace) -> int:
     print(shlex.join(cmd), file=sys.stderr if not args.print_command else sys.stdout, flush=True)
     if args.print_command:
         return 0
-    rc = subprocess.call(cmd)
+    try:
+        alloc = choose_allocator()
+    except ValueError as e:
+        return fail(str(e), EXIT_USAGE)
+    print(f"allocator: {alloc.name} ({alloc.reason})", file=sys.stderr, flush=True)
+    rc = subprocess.call(cmd, env={**os.environ, **alloc.env()})
     if rc == 0:
         return 0
     # train/grpo.py exits 2 for a configuration or data error found before loading anything

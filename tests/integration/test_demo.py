@@ -49,6 +49,9 @@ def test_demo_runs_every_stage_and_reuses_on_rerun(tmp_path):
     assert sft_plan["dtype"]["dtype"] == "float32" and sft_plan["flush_denormal"] is True   # both stages flush
     assert grpo["precision"] == {"train_bf16": False, "vllm_dtype": "float32", "flush_denormal": True}
     assert plan["sft"]["steps"] == 6 and plan["grpo"]["steps"] == 2      # the tiny model fits its maxima
+    # TCMalloc (make test-deps installs it) asked for once and read back from each stage's own memory map
+    assert plan["allocator"]["allocator"] == "tcmalloc", plan["allocator"]
+    assert sft_plan["allocator"] == grpo["allocator"] == "tcmalloc"
     assert plan["sft"]["first_step_s"] > 0 and plan["grpo"]["median_step_s"] > 0
     assert "plan: " in out.stdout and "plan carried out: fp32: SFT 6 of at most 6 steps" in out.stdout
     for when in ("before_grpo", "after_grpo"):

@@ -102,7 +102,7 @@ def test_the_command_chooses_steps_or_a_budget(monkeypatch, tmp_path, argv, budg
 def test_the_first_line_comes_from_the_probe_and_sizes_grpo(monkeypatch, capsys, tmp_path, step_s, steps):
     from proofcheck.precision import choose_dtype
 
-    monkeypatch.setattr(demo_mod, "probe_step_s", lambda dtype: (step_s, 1234.0))
+    monkeypatch.setattr(demo_mod, "probe_step_s", lambda dtype, allocator: (step_s, 1234.0))
     cfg, first, work = demo_mod._first_line(DemoConfig(workdir=tmp_path), choose_dtype("bfloat16", device="cpu"))
     out = capsys.readouterr().out
     assert out.startswith("This demo will take about ") and "from a 1234 GFLOP/s probe" in out
@@ -110,3 +110,12 @@ def test_the_first_line_comes_from_the_probe_and_sizes_grpo(monkeypatch, capsys,
     assert first["total"] == pytest.approx(want) and first["probe_gflops"] == 1234.0
     assert cfg.budget_s == pytest.approx(3 * want)      # a guard against a hang, never a cut
     assert f"; {steps} GRPO steps)" in out
+
+
+@pytest.mark.parametrize(("allocator", "factor"), [("glibc", 1.0), ("tcmalloc", 0.75), ("libjemalloc.so.2", 1.0)])
+def test_the_probe_step_follows_the_allocator_the_stages_run_on(monkeypatch, allocator, factor):
+    import proofcheck.app.demo_estimate as est
+
+    monkeypatch.setattr(est, "probe_gflops", lambda dtype: 1300.0)
+    step, gflops = est.probe_step_s("bfloat16", allocator)
+    assert gflops == 1300.0 and step == pytest.approx(est.COSTS["bfloat16"].probe_gflop / 1300.0 * factor)
