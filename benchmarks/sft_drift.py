@@ -39,6 +39,8 @@ from typing import Any
 
 from _tables import publish
 
+from proofcheck.allocator import QUIET, TCMALLOC_NAME, find_tcmalloc
+
 _MB = 1 << 20
 ARMS: dict[str, dict[str, str]] = {
     "glibc": {},
@@ -47,8 +49,8 @@ ARMS: dict[str, dict[str, str]] = {
     "jemalloc": {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
                  "MALLOC_CONF": "oversize_threshold:1,background_thread:true,metadata_thp:auto,"
                                 "dirty_decay_ms:-1,muzzy_decay_ms:-1"},
-    "tcmalloc": {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-                 "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD": str(1 << 40)},
+    # the library and settings the demo preloads (proofcheck.allocator); a bare name where it is not installed
+    "tcmalloc": {"LD_PRELOAD": find_tcmalloc() or TCMALLOC_NAME, **QUIET},
 }
 PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}   # the Debian package of each preload
 WINDOW = 16   # steps in each of the medians the drift compares

@@ -39,3 +39,13 @@ def test_the_table_gives_each_arm_against_the_first() -> None:
     assert "mean vs glibc" in lines[0]
     assert lines[2].endswith("| 1100, 1090 | 1.00x |") and "| 1.25x |" in lines[2]
     assert lines[3].endswith("| 1.20x |") and "| 1.04x |" in lines[3]
+
+
+def test_an_arm_whose_library_is_missing_stops_before_any_run_with_the_install_command(monkeypatch, capsys,
+                                                                                       tmp_path: Path) -> None:
+    monkeypatch.setitem(sft_drift.ARMS, "jemalloc", {"LD_PRELOAD": str(tmp_path / "libjemalloc.so.2")})
+    monkeypatch.setattr(sys, "argv", ["sft_drift.py", "--arms", "glibc,jemalloc", "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit) as stop:
+        sft_drift.main()
+    assert stop.value.code == 2 and "apt-get install libjemalloc2" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
