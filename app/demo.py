@@ -22,7 +22,7 @@ what is built):
 
 The demo's first line says how long it will take on this machine (`demo_estimate.py`: a two-second
 probe estimates an SFT step, every stage is a measured multiple of it), redone after 8 SFT steps. It
-runs a 64-step warm-up and at least 40 GRPO steps (more, to 48, where they fit in 20 minutes), sized
+runs a 48-step warm-up and at least 40 GRPO steps (more, to 48, where they fit in 20 minutes), sized
 after the warm-up from its median step. With `--budget-min` (and `--quick`, `--full`) it fits a budget
 instead, as follows. The compute dtype is `proofcheck.precision`'s choice (bf16
 only on CPUs with native bf16, fp32 elsewhere; `--dtype` / `PROOFCHECK_DTYPE` override) and every

@@ -1,6 +1,6 @@
 """How long the demo takes on this machine, before it starts, and how many GRPO steps it runs.
 
-The demo's learning needs a fixed amount of work: a 64-step SFT warm-up and at least 40 GRPO steps
+The demo's learning needs a fixed amount of work: a 48-step SFT warm-up and at least 40 GRPO steps
 (+0.05 needs about 40: docs/measurements/2026-12-06-demo-fresh-clone.md). Its wall clock is then a
 function of the machine's speed, and the demo says what it will be before it starts:
 

@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
                     "Run the embedded default end to end on CPU: SmolLM2-135M-Instruct (built from the PyPI wheel, no "
                     "download), a synthetic curriculum, SFT warm-up, GRPO (TRL + vLLM colocate) with the held-out "
                     "evaluation before and after, the verification service, 8-pass scoring of a synthetic prover of "
-                    "known valid rate and of the shipped samples. Runs a 64-step warm-up and at least 40 GRPO steps; "
+                    "known valid rate and of the shipped samples. Runs a 48-step warm-up and at least 40 GRPO steps; "
                     "its first line says how long that takes on this machine (fp32 where the CPU lacks native bf16); "
                     "--quick runs the same stages on the tiny random model in a few minutes. Re-runs reuse what is "
                     "built in --workdir; writes <workdir>/report.md (its path printed last), summary.json and the "
@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
     p.add_argument("--quick", action="store_true", help="the tiny random model instead of SmolLM2: a pipeline "
                    "check whose numbers say nothing about verification")
     p.add_argument("--full", action="store_true", help="the long CPU training recipe (also `make train-cpu`): "
-                   "90 minutes, the demo's 64-step warm-up and GRPO for the rest (2e-4, a 64-proof uncertainty "
+                   "90 minutes, a 64-step warm-up and GRPO for the rest (2e-4, a 64-proof uncertainty "
                    "pool), 128 held-out proofs x 4 passes before and after GRPO, a learning-curve point every 15 "
                    "GRPO steps; judged against the recipe's targets (held-out Balanced F1 >= 0.7 after GRPO and "
                    ">= +0.10 over its SFT start, above twice the SE of the paired difference, TNR not below the "
@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
                    help="compute dtype of every stage (SFT, GRPO, vLLM). Default: the PROOFCHECK_DTYPE environment "
                    "variable, else auto: bf16 only on CPUs that run it natively (avx512_bf16 / AMX), fp32 otherwise")
     p.add_argument("--budget-min", type=float, help="wall-clock budget in minutes (default: none for the demo, which "
-                   "runs a 64-step warm-up and at least 40 GRPO steps and prints first how long that takes here; 20 "
+                   "runs a 48-step warm-up and at least 40 GRPO steps and prints first how long that takes here; 20 "
                    "with --quick, 90 with --full): the SFT and GRPO step counts are sized from their first steps to "
                    "fit it (--sft-steps / --grpo-steps are the most)")
     p.add_argument("--families", help="proof families of the curriculum: `all` or a comma list (chain, prose, "

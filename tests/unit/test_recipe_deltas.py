@@ -40,7 +40,7 @@ MODES = {
                  "--eval_curve_samples": "16", "--prompt_style": "compact", "--eval_max_samples": "64",
                  "--eval_passes": "4", "--seed": "0", "--uncertainty_pool": "64"},
                 {"max_steps": 48, "learning_rate": 2e-4, "uncertainty_pool": 64, "eval_every_steps": 8},
-                dict(max_tokens=192, sft_share=0.8, families=None, sft_lr=1e-3, sft_lora_r=16, sft_steps=64)),
+                dict(max_tokens=192, sft_share=0.8, families=None, sft_lr=1e-3, sft_lora_r=16, sft_steps=48)),
     "full": (DemoConfig.full_recipe, "smollm2-cpu.yaml",
              {"--max_steps": "200", "--learning_rate": "0.0002", "--eval_every_steps": "15",
               "--eval_curve_samples": "32", "--prompt_style": "compact", "--eval_max_samples": "128",
