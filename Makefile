@@ -34,7 +34,8 @@ native-deps:
 	@ls /usr/lib/*/libtcmalloc_minimal.so.4 /usr/lib64/libtcmalloc_minimal.so.4 2>/dev/null | grep -q . || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Debian's $(TCMALLOC) (TCMalloc: faster CPU training steps)"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TCMALLOC) >/dev/null; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(TCMALLOC) >/dev/null; } || \
+	      echo "note: apt-get could not install $(TCMALLOC) (optional): training runs on glibc's allocator" >&2; \
 	  else \
 	    echo "note: training runs on glibc's allocator; TCMalloc makes its steps ~1.4x faster: sudo apt-get install -y $(TCMALLOC)" >&2; \
 	  fi; }
