@@ -293,12 +293,19 @@ class ServeRun:
 def run_logged(cmd: list[str], log: str | Path, env: dict[str, str] | None = None,
                show: Callable[[str], None] | None = None) -> float:
     """Run `cmd` to its end in this working directory, its whole output kept in `log` and every line
-    passed to `show` (progress); returns its seconds. A failure raises RuntimeError with the log's tail."""
+    passed to `show` (progress); returns its seconds. A failure raises RuntimeError with the log's tail.
+
+    The run gets the allocator `PROOFCHECK_ALLOCATOR` chooses (`proofcheck.allocator`: TCMalloc where installed),
+    so every launched training run, the demo's and the benchmarks' alike, runs on the same one."""
+    from proofcheck.allocator import ENV_VAR, choose_allocator
+
     log = Path(log)
     log.parent.mkdir(parents=True, exist_ok=True)
+    child = {**os.environ, **(env or {})}
+    child.update(choose_allocator(child.get(ENV_VAR, "")).env(child))
     t0 = time.perf_counter()
     with open(log, "w") as f, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                               env={**os.environ, **(env or {})}) as proc:
+                                               env=child) as proc:
         for line in proc.stdout:
             f.write(line)
             if show is not None:

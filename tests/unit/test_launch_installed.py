@@ -110,3 +110,17 @@ def test_a_launch_runs_in_the_callers_directory(tmp_path: Path, monkeypatch: pyt
     assert (tmp_path / "logs" / "run.log").read_text().strip() == shown[0].strip()
     with pytest.raises(RuntimeError, match="exited 3; log logs/fail.log"):
         run_logged([sys.executable, "-c", "raise SystemExit(3)"], "logs/fail.log")
+
+
+@pytest.mark.parametrize("setting", ["", "glibc"])
+def test_a_launch_runs_on_the_allocator_its_environment_chooses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 setting: str) -> None:
+    from proofcheck.allocator import ENV_VAR, choose_allocator
+    from proofcheck.app.launch import run_logged
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    shown: list[str] = []
+    code = "from proofcheck.allocator import loaded_allocator; print(loaded_allocator())"
+    run_logged([sys.executable, "-c", code], "logs/alloc.log", env={ENV_VAR: setting}, show=shown.append)
+    assert shown[-1].strip() == choose_allocator(setting).name   # glibc's when asked, TCMalloc where installed
