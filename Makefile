@@ -62,8 +62,9 @@ test-fast: $(STAMP)
 demo: native-deps $(STAMP)
 	$(VENV)/bin/proofcheck demo
 
-# The long CPU recipe: SFT warm-up + GRPO on SmolLM2-135M (arithmetic chains) in at most 90 minutes,
-# with a learning curve (runs/train-cpu/summary.json, learning_curve.png).
+# The long CPU recipe: one SmolLM2-135M verifier for all six proof families (SFT warm-up + GRPO) in at most
+# 90 minutes, with a learning curve (runs/train-cpu/summary.json, report.md); the chains recipe:
+# `proofcheck demo --full --families chain`.
 train-cpu: native-deps $(STAMP)
 	$(VENV)/bin/proofcheck demo --full
 

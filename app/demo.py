@@ -61,6 +61,7 @@ from proofcheck.app.demo_report import (
     DEMO_TARGET,
     FULL_TARGET,
     LEARNING_KEYS,
+    SIX_FAMILY_TARGET,
     console,
     curve_plot,
     curve_table,
@@ -345,7 +346,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     grpo = run_stage(grpo_stage, lambda: _grpo(cfg, sft, data, grpo_budget, env), timings)
     plan.grpo_done(grpo, grpo_budget)
     evals = before_after(grpo, cfg)
-    target = FULL_TARGET if cfg.full else DEMO_TARGET
+    target = (SIX_FAMILY_TARGET if cfg.families else FULL_TARGET) if cfg.full else DEMO_TARGET
     learning_table(evals, cfg.eval_tasks, choice.short, target if cfg.full else None)
     reading = plain_reading(evals["before_grpo"], evals["after_grpo"])
     for line in reading:

@@ -95,13 +95,18 @@ def family_table(evals: dict[str, dict[str, Any]]) -> None:
 # the paired difference (`paired_gain`). None: no floor / not lower than before / no noise test.
 DEMO_TARGET = {"rough_bal_f1": None, "rough_tnr": None, "gain": 0.05, EVAL_VALID_RATE: None, "gain_over_se": None}
 FULL_TARGET = {"rough_bal_f1": 0.7, "rough_tnr": None, "gain": 0.10, EVAL_VALID_RATE: 0.95, "gain_over_se": 2.0}
+# issue 49's, the long recipe on six families: Balanced F1 >= 0.85 over all, >= 0.70 and TNR >= 0.70 in each family
+# (`by_family`), GRPO's paired gain above twice its SE (no size asked), TNR and valid rate not lower
+SIX_FAMILY_TARGET = {"rough_bal_f1": 0.85, "rough_tnr": None, "gain": None, EVAL_VALID_RATE: None, "gain_over_se": 2.0,
+                     "family_bal_f1": 0.70, "family_tnr": 0.70}
 
 
 def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict[str, Any] | None = None) -> str:
     """A plain reading of the before/after numbers against the target, whichever way they went."""
     target = target or DEMO_TARGET
     f0, f1 = before.get("rough_bal_f1") or 0.0, after.get("rough_bal_f1") or 0.0
-    checks = [(f1 - f0 >= target["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{target['gain']})")]
+    checks = [] if target["gain"] is None else \
+        [(f1 - f0 >= target["gain"], f"GRPO gain {f1 - f0:+.3f} (target >= +{target['gain']})")]
     if target["gain_over_se"] is not None:
         se = (after.get("paired_gain") or {}).get("rough_bal_f1_gain_se")
         checks.append((se is not None and f1 - f0 > target["gain_over_se"] * se,
@@ -114,11 +119,25 @@ def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict
         a, b = before.get(key) or 0.0, after.get(key) or 0.0
         checks.append((b >= target[key], f"{name} {b:.3f} (target >= {target[key]})") if target[key] is not None
                       else (b >= a, f"{name} {a:.3f} -> {b:.3f} (target: not lower)"))
+    checks += family_checks(after.get("by_family") or {}, target)
     met = [text for ok, text in checks if ok]
     missed = [text for ok, text in checks if not ok]
     if not missed:
         return "Target met: " + "; ".join(met) + "."
     return ("Target NOT met: " + "; ".join(missed) + "." + (" Met: " + "; ".join(met) + "." if met else ""))
+
+
+def family_checks(by_family: dict[str, dict[str, Any]], target: dict[str, Any]) -> list[tuple[bool, str]]:
+    """The per-family floors of a target (`family_bal_f1`, `family_tnr`), each naming the families below it."""
+    checks = []
+    for key, name in (("rough_bal_f1", "Balanced F1"), ("rough_tnr", "TNR")):
+        floor = target.get(f"family_{key.removeprefix('rough_')}")
+        if floor is None:
+            continue
+        low = [f"{fam} {m.get(key) or 0.0:.2f}" for fam, m in by_family.items() if (m.get(key) or 0.0) < floor]
+        checks.append((bool(by_family) and not low, f"{name} >= {floor} in every family"
+                       + (f" (below: {', '.join(low)})" if low else "" if by_family else " (no family table)")))
+    return checks
 
 
 def final_report(cfg: Any, scores: dict[str, Any], timings: dict[str, float]) -> None:

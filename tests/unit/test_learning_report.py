@@ -127,6 +127,33 @@ def _entry(step: int, f1: float, tnr: float, valid: float, gain_se: float | None
             **({"paired_gain": paired} if paired else {})}
 
 
+def _families(f1: float, tnr: float, weak: tuple[str, float, float] | None = None) -> dict[str, dict]:
+    fams = {f: {"rough_bal_f1": f1, "rough_tnr": tnr, "n_proofs": 32} for f in ("chain", "parity", "prose")}
+    if weak:
+        fams[weak[0]] = {"rough_bal_f1": weak[1], "rough_tnr": weak[2], "n_proofs": 32}
+    return fams
+
+
+@pytest.mark.parametrize(("families", "met", "says"), [
+    # issue 49's six-family target: >= 0.85 overall, >= 0.70 and TNR >= 0.70 in every family, gain > 2 SE
+    (_families(0.86, 0.8), True, "Balanced F1 >= 0.7 in every family; TNR >= 0.7 in every family"),
+    (_families(0.86, 0.8, ("parity", 0.69, 0.8)), False, "Balanced F1 >= 0.7 in every family (below: parity 0.69)"),
+    (_families(0.86, 0.8, ("prose", 0.9, 0.65)), False, "TNR >= 0.7 in every family (below: prose 0.65)"),
+    ({}, False, "Balanced F1 >= 0.7 in every family (no family table)"),
+])
+def test_six_family_verdict_names_each_family_below_its_floor(families, met, says) -> None:
+    from proofcheck.app.demo_report import SIX_FAMILY_TARGET
+
+    before = {"rough_bal_f1": 0.80, "rough_tnr": 0.75, "valid_rate": 0.99}
+    after = {"rough_bal_f1": 0.86, "rough_tnr": 0.78, "valid_rate": 0.99, "by_family": families,
+             "paired_gain": {"rough_bal_f1_gain_se": 0.02}}
+    text = learning_verdict(before, after, SIX_FAMILY_TARGET)
+    assert text.startswith("Target met") == met and says in text
+    assert "GRPO gain" not in text and "gain / SE of the paired difference 3.0 (target > 2)" in text
+    low = learning_verdict(before, {**after, "rough_bal_f1": 0.84}, SIX_FAMILY_TARGET)
+    assert low.startswith("Target NOT met") and "Balanced F1 after GRPO 0.840 (target >= 0.85)" in low
+
+
 @pytest.mark.parametrize(("target", "before", "after", "met", "says"), [
     # the demo (issue 32): gain >= 0.05, TNR and valid rate not lower than before GRPO
     ("demo", (0.80, 0.88, 0.9), (0.86, 0.88, 0.9), True, "Target met"),
