@@ -145,7 +145,7 @@ class DemoConfig:
         base = dict(workdir=Path("runs/train-cpu"), full=True, budget_s=5400.0, grpo_tasks=1024, dev_tasks=64,
                     score_reserve_s=720.0, curve_tasks=32, passes=4, repeats=1, ref_sft_step_s=0.0, grpo_floor=None)
         chains = "families" in kw and family_choice(kw["families"]) is None
-        base.update({k: dict(v) if isinstance(v, dict) else v for k, v in (CHAIN_FULL if chains else SIX_FAMILY_FULL).items()})
+        base.update(CHAIN_FULL if chains else SIX_FAMILY_FULL)   # (fill_from_recipe copies the deltas)
         base.update(kw)
         return cls(**base)
 
@@ -158,6 +158,7 @@ class DemoConfig:
                     budget_s=1200.0, grpo_floor=None, prover_n=8)
         base.update(kw)
         return cls(**base)
+
 
 # the long recipe's two forms (`DemoConfig.full_recipe`): every family (the default) or the chains alone
 SIX_FAMILY_FULL: dict[str, Any] = dict(families="all", rationale="recomputed", sft_tasks=7200, sft_steps=900,
