@@ -67,35 +67,41 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_demo)
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from proofcheck.allocator import choose_allocator
-    from proofcheck.app.demo import DemoConfig, StageFailed, run_demo
+def demo_config(args: argparse.Namespace) -> Any:
+    """The `DemoConfig` the flags ask for (the mode's defaults, the flags given on top); ValueError names a bad flag."""
+    from proofcheck.app.demo import DemoConfig
     from proofcheck.data.families import family_choice
-
-    try:
-        choose_allocator()
-    except ValueError as e:
-        return fail(str(e))
 
     sizes = {name: getattr(args, name) for name in SIZES.values() if getattr(args, name) is not None}
     bad = [f"{flag}={sizes[name]}" for flag, name in SIZES.items() if name in sizes and sizes[name] < 1]
     if bad:
-        return fail(f"{', '.join(bad)}: sizes must be >= 1")
+        raise ValueError(f"{', '.join(bad)}: sizes must be >= 1")
     if args.quick and args.full:
-        return fail("--quick and --full: choose one (--quick: the tiny model; --full: the long SmolLM2 recipe)")
+        raise ValueError("--quick and --full: choose one (--quick: the tiny model; --full: the long SmolLM2 recipe)")
     workdir = Path(args.workdir or ("runs/demo-quick" if args.quick else "runs/train-cpu" if args.full else "runs/demo"))
     make = DemoConfig.quick if args.quick else DemoConfig.full_recipe if args.full else DemoConfig
     # the default demo runs its steps and says first how long they take here; --quick / --full / --budget-min fit a budget
     budget_min = args.budget_min if args.budget_min is not None else 90.0 if args.full else 20.0 if args.quick else None
     if budget_min is not None and budget_min <= 0:
-        return fail(f"--budget-min={budget_min}: give a positive number of minutes, e.g. 20")
+        raise ValueError(f"--budget-min={budget_min}: give a positive number of minutes, e.g. 20")
     if args.budget_min is not None or "grpo_steps" in sizes:   # the caller's size: no floor of 40 GRPO steps
         sizes.setdefault("grpo_floor", None)
-    cfg = make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=None if budget_min is None else budget_min * 60,
-               **({} if args.families is None else  # chain alone: the historical chains (family_choice)
-                  {"families": None if family_choice(args.families) is None else args.families}),
-               exclude_family=args.exclude_family, **({"rationale": args.rationale} if args.rationale else {}),
-               **({"prompt_style": args.prompt_style} if args.prompt_style else {}), **sizes)
+    return make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=None if budget_min is None else budget_min * 60,
+                **({} if args.families is None else  # chain alone: the historical chains (family_choice)
+                   {"families": None if family_choice(args.families) is None else args.families}),
+                exclude_family=args.exclude_family, **({"rationale": args.rationale} if args.rationale else {}),
+                **({"prompt_style": args.prompt_style} if args.prompt_style else {}), **sizes)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from proofcheck.allocator import choose_allocator
+    from proofcheck.app.demo import StageFailed, run_demo
+
+    try:
+        choose_allocator()
+        cfg = demo_config(args)
+    except ValueError as e:
+        return fail(str(e))
     try:
         run_demo(cfg)
     except StageFailed as e:
