@@ -130,13 +130,16 @@ def learning_verdict(before: dict[str, Any], after: dict[str, Any], target: dict
 def family_checks(by_family: dict[str, dict[str, Any]], target: dict[str, Any]) -> list[tuple[bool, str]]:
     """The per-family floors of a target (`family_bal_f1`, `family_tnr`), each naming the families below it."""
     checks = []
-    for key, name in (("rough_bal_f1", "Balanced F1"), ("rough_tnr", "TNR")):
-        floor = target.get(f"family_{key.removeprefix('rough_')}")
+    for floor_key, key, name in (("family_bal_f1", "rough_bal_f1", "Balanced F1"), ("family_tnr", "rough_tnr", "TNR")):
+        floor = target.get(floor_key)
         if floor is None:
             continue
+        text = f"{name} >= {floor} in every family"
+        if not by_family:
+            checks.append((False, f"{text} (no family table)"))
+            continue
         low = [f"{fam} {m.get(key) or 0.0:.2f}" for fam, m in by_family.items() if (m.get(key) or 0.0) < floor]
-        checks.append((bool(by_family) and not low, f"{name} >= {floor} in every family"
-                       + (f" (below: {', '.join(low)})" if low else "" if by_family else " (no family table)")))
+        checks.append((not low, f"{text} (below: {', '.join(low)})" if low else text))
     return checks
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proofcheck.app.commands._common import add_command, fail
 from proofcheck.data.rationale import RATIONALE_FORMS
 from proofcheck.protocol import PROMPT_STYLES
+
+if TYPE_CHECKING:
+    from proofcheck.app.demo_config import DemoConfig
 
 # flag -> DemoConfig field; unset flags keep the default of the chosen mode (real or --quick)
 SIZES = {"--sft-steps": "sft_steps", "--grpo-steps": "grpo_steps", "--sft-tasks": "sft_tasks",
@@ -67,7 +70,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_demo)
 
 
-def demo_config(args: argparse.Namespace) -> Any:
+def demo_config(args: argparse.Namespace) -> DemoConfig:
     """The `DemoConfig` the flags ask for (the mode's defaults, the flags given on top); ValueError names a bad flag."""
     from proofcheck.app.demo import DemoConfig
     from proofcheck.data.families import family_choice
