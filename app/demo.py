@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proofcheck.app.demo_config import RECIPE_FIELDS, DemoConfig
 from proofcheck.app.demo_estimate import (
@@ -78,6 +78,9 @@ from proofcheck.app.demo_scoring import scoring_lines, serve_and_score
 from proofcheck.app.launch import GrpoRun, SftRun, delta_flags, recipe_line, run_logged
 from proofcheck.data.assembly import Curriculum, read_curriculum
 from proofcheck.metrics import VALID_RATE
+
+if TYPE_CHECKING:
+    from proofcheck.data.families._base import Variant
 
 
 class StageFailed(RuntimeError):
@@ -147,6 +150,7 @@ def build_curriculum(cfg: DemoConfig) -> Path:
     curriculum (`data.assembly.write_curriculum`: train = the grpo set, eval = the held-out set)."""
     from proofcheck.data.assembly import write_curriculum
     from proofcheck.data.families import family_names, family_selection
+    from proofcheck.data.heldout import varied_training
     from proofcheck.data.rationale import with_rationale
     from proofcheck.data.synth import count_kinds, disjoint_splits
     from proofcheck.io import write_json_atomic
@@ -160,25 +164,32 @@ def build_curriculum(cfg: DemoConfig) -> Path:
                               f"{cfg.rationale!r}: choose another --workdir (or delete {out})")
         return out
     sizes = {"sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks, "dev": cfg.dev_tasks, "eval": cfg.eval_tasks}
+    varied: dict[str, tuple[int, Variant, list[str]]] = {}
     if cfg.families or cfg.exclude_family:
-        # held-out sets first: a set never depends on the ones after it, so eval and dev are the same
-        # tasks whichever family the training sets leave out
-        sizes = {k: sizes[k] for k in ("eval", "dev", "sft", "grpo")}
         families = family_selection(cfg.families)
         left_out = family_names(cfg.exclude_family)
-        sets = disjoint_splits(sizes, seed=cfg.seed, families=families,
-                               exclude={"sft": left_out, "grpo": left_out})
+        varied = varied_training("sft", round(cfg.sft_tasks * cfg.sft_varied), families, left_out)
+        # held-out sets first: a set never depends on the ones after it, so eval and dev are the same
+        # tasks whichever family the training sets leave out
+        sizes = {"eval": cfg.eval_tasks, "dev": cfg.dev_tasks, "sft": cfg.sft_tasks - sum(v[0] for v in varied.values()),
+                 "grpo": cfg.grpo_tasks, **{k: v[0] for k, v in varied.items()}}
+        sets = disjoint_splits(sizes, seed=cfg.seed, families={**dict.fromkeys(sizes, families),
+                                                               **{k: v[2] for k, v in varied.items()}},
+                               exclude={"sft": left_out, "grpo": left_out}, variants={k: v[1] for k, v in varied.items()})
     else:
         sets = disjoint_splits(sizes, seed=cfg.seed)
     out.mkdir(parents=True, exist_ok=True)
-    sets["sft"] = with_rationale(sets["sft"], cfg.rationale)
+    sets["sft"] = with_rationale(sets["sft"] + [t for k in varied for t in sets.pop(k)], cfg.rationale)
     for name, tasks in sets.items():
         (out / f"{name}.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks), encoding="utf-8")
     # GRPO trains on the grpo set, the eval set held out; written afresh (the card, written last, marks it done)
     write_curriculum(out / "dataset", sets["grpo"], sets["eval"], keep_existing=False)
     kinds = {name: count_kinds(tasks) for name, tasks in sets.items()}
+    sizes = {name: len(tasks) for name, tasks in sets.items()}
     write_json_atomic(card, {"sizes": sizes, "kinds": kinds, "seed": cfg.seed, "families": cfg.families,
-                             "exclude_family": cfg.exclude_family, "rationale": cfg.rationale})
+                             "exclude_family": cfg.exclude_family, "rationale": cfg.rationale,
+                             "sft_varied": {k: {"n": n, "variant": asdict(v), "families": f}
+                                            for k, (n, v, f) in varied.items()}})
     return out
 
 

@@ -115,6 +115,9 @@ class DemoConfig:
     curve_every: int | None = None  # GRPO steps between learning-curve points (0: only before and after)
     curve_tasks: int = 16         # held-out proofs of each curve point (the first ones of the held-out set)
     full: bool = False            # the long CPU recipe (`full()`), judged against its own targets
+    sft_varied: float = 0.0       # share of the SFT set drawn beyond the plain training proofs (families only): numbers
+                                  # 3x, chains and stories a step longer (data.heldout.VARIED_TRAINING); the harder
+                                  # held-out stays beyond both (10x, 3 steps more)
     rationale: str = "checks"     # the SFT rows' gold verification (proofcheck.data.rationale): "checks", each
                                   # family's shorthand, or "recomputed", one form in every family (about 2x the
                                   # tokens: GRPO and evaluation then generate up to RECOMPUTED_TOKENS)
@@ -124,6 +127,9 @@ class DemoConfig:
 
         if self.rationale not in RATIONALE_FORMS:
             raise ValueError(f"rationale {self.rationale!r}: choose one of {', '.join(RATIONALE_FORMS)}")
+        if not 0 <= self.sft_varied < 1 or (self.sft_varied and not self.families):
+            raise ValueError(f"sft_varied={self.sft_varied}: a share in [0, 1) of a family curriculum's SFT set "
+                             "(families set, e.g. all); 0 keeps every SFT proof plain")
         if self.rationale == "recomputed":
             self.deltas = {**RECOMPUTED_DELTAS, **self.deltas}
         values = fill_from_recipe(self, RECIPE_FIELDS)
@@ -162,5 +168,5 @@ class DemoConfig:
 
 # the long recipe's two forms (`DemoConfig.full_recipe`): every family (the default) or the chains alone
 SIX_FAMILY_FULL: dict[str, Any] = dict(families="all", rationale="recomputed", sft_tasks=7200, sft_steps=900,
-                                       sft_share=0.75, deltas=SIX_FAMILY_DELTAS)
+                                       sft_share=0.75, sft_varied=0.25, deltas=SIX_FAMILY_DELTAS)
 CHAIN_FULL: dict[str, Any] = dict(families=None, sft_tasks=2048, sft_steps=64, sft_share=0.5, deltas=FULL_DELTAS)

@@ -48,6 +48,15 @@ HARDER: dict[str, Variant] = {
     "hard-all": Variant(wordings="heldout", longer=3, scale=10),
 }
 SPLIT_FILE = "split.json"
+# What a training set may draw beyond the plain training proofs, every harder slice still beyond it: numbers 3x
+# (the slices: 10x), and one step more in the families whose proofs grow by steps, chains and stories (the slices:
+# 3 more). The other families' `longer` is a yes/no (a bracket to expand, a constant in two moves, cases in two
+# steps): drawn longer, a training proof would be as long as the harder slice's, so none is. (family None: every
+# family the run trains on)
+VARIED_TRAINING: dict[str, tuple[Variant, tuple[str, ...] | None]] = {
+    "larger": (Variant(scale=3), None),
+    "longer": (Variant(longer=1), ("chain", "prose")),
+}
 
 
 def harder_splits(n_each: int, seed: int = 0, families: FamilyChoice = "all", avoid: Iterable[dict[str, Any]] = (),
@@ -57,6 +66,25 @@ def harder_splits(n_each: int, seed: int = 0, families: FamilyChoice = "all", av
     slices = dict(HARDER if slices is None else slices)
     return disjoint_splits(dict.fromkeys(slices, n_each), seed=seed, families=families, variants=slices,
                            avoid=list(avoid))
+
+
+def varied_training(name: str, n: int, families: FamilyChoice = "all",
+                    exclude: Iterable[str] = ()) -> dict[str, tuple[int, Variant, list[str]]]:
+    """The sets that draw about `n` of training set `name`'s tasks under `VARIED_TRAINING`, for the families the
+    run trains (`families` minus `exclude`): `<name>-<variant>` -> (size, variant, families). Sizes are even
+    (valid/flawed pairs) and in proportion to the families a variant draws, so every family gets as many varied
+    proofs of each variant it has. `disjoint_splits` draws them (`variants`, per-set `families`).
+
+    >>> {k: (n, fams) for k, (n, _, fams) in varied_training("sft", 90, ["linear", "prose"]).items()}
+    {'sft-larger': (60, ['prose', 'linear']), 'sft-longer': (30, ['prose'])}
+    """
+    chosen = resolve(None if families == "all" else families, exclude)
+    fams = {k: [f for f in chosen if only is None or f in only] for k, (_, only) in VARIED_TRAINING.items()}
+    fams = {k: f for k, f in fams.items() if f}
+    if n <= 0 or not fams:
+        return {}
+    per_family = n / sum(len(f) for f in fams.values())
+    return {f"{name}-{k}": (round(per_family * len(f) / 2) * 2, VARIED_TRAINING[k][0], f) for k, f in fams.items()}
 
 
 @cache
