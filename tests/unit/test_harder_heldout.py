@@ -16,6 +16,7 @@ from proofcheck.data.families._base import HELDOUT_WORDINGS, TRAINING, Variant, 
 from proofcheck.data.heldout import (
     HARDER,
     SPLIT_FILE,
+    VARIED_TRAINING,
     harder_splits,
     heldout_wordings_in,
     leaks,
@@ -24,7 +25,8 @@ from proofcheck.data.heldout import (
 from proofcheck.data.synth import disjoint_splits
 from proofcheck.schemas import AnnotatedProof
 
-VARIANTS = {"training": TRAINING, **HARDER, "any-wording": Variant(wordings="any", longer=1, scale=3)}
+VARIANTS = {"training": TRAINING, **HARDER, "any-wording": Variant(wordings="any", longer=1, scale=3),
+            **{f"warm-up-{name}": v for name, (v, _) in VARIED_TRAINING.items()}}
 SEEDS = range(25)
 
 
