@@ -145,14 +145,36 @@ def _build_model(cfg: DemoConfig) -> Path:
     return build_smollm2(cfg.workdir / "model")
 
 
-def build_curriculum(cfg: DemoConfig) -> Path:
-    """Write the four task sets as JSONL (the SFT rows' gold verification in `cfg.rationale`'s form) and the GRPO
-    curriculum (`data.assembly.write_curriculum`: train = the grpo set, eval = the held-out set)."""
-    from proofcheck.data.assembly import write_curriculum
+def draw_task_sets(cfg: DemoConfig) -> tuple[dict[str, list[dict[str, Any]]], dict[str, tuple[int, Variant, list[str]]]]:
+    """The demo's sft, grpo, dev and eval sets, disjoint by problem, and the varied warm-up sets
+    (`data.heldout.varied_training`: name -> size, variant, families) drawn beside them, still apart."""
     from proofcheck.data.families import family_names, family_selection
     from proofcheck.data.heldout import varied_training
+    from proofcheck.data.synth import disjoint_splits
+
+    if not (cfg.families or cfg.exclude_family):
+        sizes = {"sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks, "dev": cfg.dev_tasks, "eval": cfg.eval_tasks}
+        return disjoint_splits(sizes, seed=cfg.seed), {}
+    families = family_selection(cfg.families)
+    left_out = family_names(cfg.exclude_family)
+    varied = varied_training("sft", round(cfg.sft_tasks * cfg.sft_varied), families, left_out)
+    # held-out sets first: a set never depends on the ones after it, so eval and dev are the same
+    # tasks whichever family the training sets leave out, with or without varied proofs
+    sizes = {"eval": cfg.eval_tasks, "dev": cfg.dev_tasks, "sft": cfg.sft_tasks - sum(v[0] for v in varied.values()),
+             "grpo": cfg.grpo_tasks, **{k: v[0] for k, v in varied.items()}}
+    sets = disjoint_splits(sizes, seed=cfg.seed, families={**dict.fromkeys(sizes, families),
+                                                           **{k: v[2] for k, v in varied.items()}},
+                           exclude={"sft": left_out, "grpo": left_out}, variants={k: v[1] for k, v in varied.items()})
+    return sets, varied
+
+
+def build_curriculum(cfg: DemoConfig) -> Path:
+    """Write the four task sets as JSONL (`draw_task_sets`; the SFT rows, varied ones included, with their gold
+    verification in `cfg.rationale`'s form) and the GRPO curriculum (`data.assembly.write_curriculum`: train = the
+    grpo set, eval = the held-out set)."""
+    from proofcheck.data.assembly import write_curriculum
     from proofcheck.data.rationale import with_rationale
-    from proofcheck.data.synth import count_kinds, disjoint_splits
+    from proofcheck.data.synth import count_kinds
     from proofcheck.io import write_json_atomic
 
     out = cfg.workdir / "data"
@@ -163,21 +185,7 @@ def build_curriculum(cfg: DemoConfig) -> Path:
             raise ValueError(f"{out} holds a curriculum whose SFT rows use the {built!r} rationale, not "
                               f"{cfg.rationale!r}: choose another --workdir (or delete {out})")
         return out
-    sizes = {"sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks, "dev": cfg.dev_tasks, "eval": cfg.eval_tasks}
-    varied: dict[str, tuple[int, Variant, list[str]]] = {}
-    if cfg.families or cfg.exclude_family:
-        families = family_selection(cfg.families)
-        left_out = family_names(cfg.exclude_family)
-        varied = varied_training("sft", round(cfg.sft_tasks * cfg.sft_varied), families, left_out)
-        # held-out sets first: a set never depends on the ones after it, so eval and dev are the same
-        # tasks whichever family the training sets leave out
-        sizes = {"eval": cfg.eval_tasks, "dev": cfg.dev_tasks, "sft": cfg.sft_tasks - sum(v[0] for v in varied.values()),
-                 "grpo": cfg.grpo_tasks, **{k: v[0] for k, v in varied.items()}}
-        sets = disjoint_splits(sizes, seed=cfg.seed, families={**dict.fromkeys(sizes, families),
-                                                               **{k: v[2] for k, v in varied.items()}},
-                               exclude={"sft": left_out, "grpo": left_out}, variants={k: v[1] for k, v in varied.items()})
-    else:
-        sets = disjoint_splits(sizes, seed=cfg.seed)
+    sets, varied = draw_task_sets(cfg)
     out.mkdir(parents=True, exist_ok=True)
     sets["sft"] = with_rationale(sets["sft"] + [t for k in varied for t in sets.pop(k)], cfg.rationale)
     for name, tasks in sets.items():
