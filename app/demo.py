@@ -80,7 +80,7 @@ from proofcheck.data.assembly import Curriculum, read_curriculum
 from proofcheck.metrics import VALID_RATE
 
 if TYPE_CHECKING:
-    from proofcheck.data.families._base import Variant
+    from proofcheck.data.heldout import VariedSet
 
 
 class StageFailed(RuntimeError):
@@ -145,9 +145,9 @@ def _build_model(cfg: DemoConfig) -> Path:
     return build_smollm2(cfg.workdir / "model")
 
 
-def draw_task_sets(cfg: DemoConfig) -> tuple[dict[str, list[dict[str, Any]]], dict[str, tuple[int, Variant, list[str]]]]:
+def draw_task_sets(cfg: DemoConfig) -> tuple[dict[str, list[dict[str, Any]]], dict[str, VariedSet]]:
     """The demo's sft, grpo, dev and eval sets, disjoint by problem, and the varied warm-up sets
-    (`data.heldout.varied_training`: name -> size, variant, families) drawn beside them, still apart."""
+    (`data.heldout.varied_training`) drawn beside them, still apart."""
     from proofcheck.data.families import family_names, family_selection
     from proofcheck.data.heldout import varied_training
     from proofcheck.data.synth import disjoint_splits
@@ -160,11 +160,11 @@ def draw_task_sets(cfg: DemoConfig) -> tuple[dict[str, list[dict[str, Any]]], di
     varied = varied_training("sft", round(cfg.sft_tasks * cfg.sft_varied), families, left_out)
     # held-out sets first: a set never depends on the ones after it, so eval and dev are the same
     # tasks whichever family the training sets leave out, with or without varied proofs
-    sizes = {"eval": cfg.eval_tasks, "dev": cfg.dev_tasks, "sft": cfg.sft_tasks - sum(v[0] for v in varied.values()),
-             "grpo": cfg.grpo_tasks, **{k: v[0] for k, v in varied.items()}}
+    sizes = {"eval": cfg.eval_tasks, "dev": cfg.dev_tasks, "sft": cfg.sft_tasks - sum(v.n for v in varied.values()),
+             "grpo": cfg.grpo_tasks, **{k: v.n for k, v in varied.items()}}
     sets = disjoint_splits(sizes, seed=cfg.seed, families={**dict.fromkeys(sizes, families),
-                                                           **{k: v[2] for k, v in varied.items()}},
-                           exclude={"sft": left_out, "grpo": left_out}, variants={k: v[1] for k, v in varied.items()})
+                                                           **{k: v.families for k, v in varied.items()}},
+                           exclude={"sft": left_out, "grpo": left_out}, variants={k: v.variant for k, v in varied.items()})
     return sets, varied
 
 
@@ -196,8 +196,8 @@ def build_curriculum(cfg: DemoConfig) -> Path:
     sizes = {name: len(tasks) for name, tasks in sets.items()}
     write_json_atomic(card, {"sizes": sizes, "kinds": kinds, "seed": cfg.seed, "families": cfg.families,
                              "exclude_family": cfg.exclude_family, "rationale": cfg.rationale,
-                             "sft_varied": {k: {"n": n, "variant": asdict(v), "families": f}
-                                            for k, (n, v, f) in varied.items()}})
+                             "sft_varied": {k: {"n": v.n, "variant": asdict(v.variant), "families": v.families}
+                                            for k, v in varied.items()}})
     return out
 
 

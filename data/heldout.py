@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from proofcheck.data.families import resolve
 from proofcheck.data.families._base import HELDOUT_WORDINGS, TRAINING, Variant
@@ -68,10 +68,18 @@ def harder_splits(n_each: int, seed: int = 0, families: FamilyChoice = "all", av
                            avoid=list(avoid))
 
 
+class VariedSet(NamedTuple):
+    """One varied training set: how many tasks, drawn under which variant, from which families."""
+
+    n: int
+    variant: Variant
+    families: list[str]
+
+
 def varied_training(name: str, n: int, families: FamilyChoice = "all",
-                    exclude: Iterable[str] = ()) -> dict[str, tuple[int, Variant, list[str]]]:
+                    exclude: Iterable[str] = ()) -> dict[str, VariedSet]:
     """The sets that draw about `n` of training set `name`'s tasks under `VARIED_TRAINING`, for the families the
-    run trains (`families` minus `exclude`): `<name>-<variant>` -> (size, variant, families). Sizes are even
+    run trains (`families` minus `exclude`): `<name>-<variant>` -> `VariedSet`. Sizes are even
     (valid/flawed pairs) and in proportion to the families a variant draws, so every family gets as many varied
     proofs of each variant it has. `disjoint_splits` draws them (`variants`, per-set `families`).
 
@@ -84,7 +92,8 @@ def varied_training(name: str, n: int, families: FamilyChoice = "all",
     if n <= 0 or not fams:
         return {}
     per_family = n / sum(len(f) for f in fams.values())
-    return {f"{name}-{k}": (round(per_family * len(f) / 2) * 2, VARIED_TRAINING[k][0], f) for k, f in fams.items()}
+    return {f"{name}-{k}": VariedSet(round(per_family * len(f) / 2) * 2, VARIED_TRAINING[k][0], f)
+            for k, f in fams.items()}
 
 
 @cache
