@@ -37,6 +37,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from proofcheck.data.assembly import problem_key
 from proofcheck.data.families._base import TRAINING, Variant, big, drawing, heldout, pick, reword, variant
 from proofcheck.parsing import format_verdict
 
@@ -235,11 +236,6 @@ def count_kinds(tasks: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _problem_key(text: str) -> str:
-    """Problems compare by their text with case and spacing normalised."""
-    return " ".join(text.lower().split())
-
-
 FamilyChoice = Sequence[str] | str | None
 
 
@@ -277,7 +273,7 @@ def disjoint_splits(sizes: dict[str, int], seed: int = 0,
     drawn elsewhere (another call's sets) whose problems no set here may repeat.
     """
     by_family = families is not None or bool(exclude)
-    seen: set[str] = {_problem_key(t["problem"]) for t in avoid}
+    seen: set[str] = {problem_key(t["problem"]) for t in avoid}
     out: dict[str, list[dict[str, Any]]] = {}
     for k, (name, n) in enumerate(sizes.items()):
         kept: list[dict[str, Any]] = []
@@ -308,7 +304,7 @@ def _draw_round(name: str, n: int, k: int, round_: int, seed: int, by_family: bo
     else:
         fresh = balanced_tasks(2 * n + 2, seed=seed * 1009 + k * 97 + round_)
     for pair in zip(fresh[::2], fresh[1::2], strict=True):
-        keys = {_problem_key(t["problem"]) for t in pair}
+        keys = {problem_key(t["problem"]) for t in pair}
         if len(keys) == 2 and not keys & seen and len(kept) < n:
             seen |= keys
             kept += pair[: n - len(kept)]
