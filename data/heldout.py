@@ -16,7 +16,7 @@ Every slice is balanced (valid/flawed pairs, every family in turn, each family's
 disjoint by problem from the other slices and from the sets given as `avoid` (the training and ordinary
 held-out sets), and its tasks carry `variant` (the slice's name) and proof ids `synth-hard-<slice>-NNNNN-p0`,
 so a result can be traced to its slice even after the training dataset drops the `variant` column. The
-split is recorded (`split_record`: the slices' variants, sizes and families, every held-out wording) and
+split is recorded (`split_record`: the slices' variants, sizes and families, the avoided rows by variant, every held-out wording) and
 checked (`leaks`: a shared problem, or a training proof that uses a held-out wording, is named), so nothing
 leaks into training unnoticed.
 
@@ -157,12 +157,18 @@ def split_summary(sets: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def split_record(sets: Mapping[str, list[dict[str, Any]]], seed: int, families: FamilyChoice = "all",
-                 slices: Mapping[str, Variant] | None = None) -> dict[str, Any]:
+                 slices: Mapping[str, Variant] | None = None,
+                 avoided: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
     """What the split is, for its folder (`SPLIT_FILE`) and a run's report: each slice's variant, size and
-    kinds by family, the training draws' variant, and every held-out wording by slot."""
+    kinds by family, the training draws' variant, the avoided sets' rows by variant (a run's varied warm-up
+    shows as its `sft-larger` / `sft-longer` rows; `training` for plain draws and expert rows), and every
+    held-out wording by slot."""
+    from collections import Counter
+
     slices = dict(HARDER if slices is None else slices)
     return {"seed": seed, "families": list(resolve(families if families != "all" else None)),
             "training": asdict(TRAINING),
+            "avoided_variants": dict(Counter(r.get("variant") or "training" for r in avoided)),
             "slices": {name: {"variant": asdict(slices[name]), "n": len(tasks), "n_valid": sum(t["is_correct"] for t in tasks),
                               "kinds": count_kinds(tasks)} for name, tasks in sets.items()},
             "heldout_wordings": {slot: [list(o) if isinstance(o, tuple) else o for o in opts]
@@ -175,11 +181,12 @@ def write_harder(folder: str | Path, sets: Mapping[str, list[dict[str, Any]]], s
     --data` reads them) and the record as `<folder>/split.json`; a ValueError names what leaks from `train`."""
     from proofcheck.io import write_json_atomic, write_jsonl_atomic
 
+    train = list(train)
     if problems := leaks(train, sets):
         raise ValueError(f"the harder held-out split leaks into training ({len(problems)}): {problems[0]}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     for name, tasks in sets.items():
         write_jsonl_atomic(folder / f"{name}.jsonl", tasks)
-    write_json_atomic(folder / SPLIT_FILE, split_record(sets, seed, families))
+    write_json_atomic(folder / SPLIT_FILE, split_record(sets, seed, families, avoided=train))
     return folder

@@ -123,8 +123,17 @@ def test_harder_splits_are_balanced_disjoint_traceable_and_do_not_leak(tmp_path)
     record = json.loads((folder / SPLIT_FILE).read_text())
     assert record["slices"]["hard-all"]["variant"] == {"wordings": "heldout", "longer": 3, "scale": 10}
     assert record["training"] == {"wordings": "train", "longer": 0, "scale": 1}
+    assert record["avoided_variants"] == {"training": 96}
     assert set(record["heldout_wordings"]) == set(HELDOUT_WORDINGS)
     assert len((folder / "hard-size.jsonl").read_text().splitlines()) == 24
+
+
+def test_the_record_counts_what_training_drew_beyond_the_plain_proofs(tmp_path) -> None:
+    larger = VARIED_TRAINING["larger"][0]
+    sets = disjoint_splits({"sft": 12, "sft-larger": 6}, seed=2, families="all", variants={"sft-larger": larger})
+    train = sets["sft"] + sets["sft-larger"]
+    folder = write_harder(tmp_path / "h", harder_splits(6, seed=2, avoid=train), seed=2, train=train)
+    assert json.loads((folder / SPLIT_FILE).read_text())["avoided_variants"] == {"training": 12, "sft-larger": 6}
 
 
 def test_a_leak_is_named_and_refused(tmp_path) -> None:
