@@ -16,9 +16,9 @@ Every slice is balanced (valid/flawed pairs, every family in turn, each family's
 disjoint by problem from the other slices and from the sets given as `avoid` (the training and ordinary
 held-out sets), and its tasks carry `variant` (the slice's name) and proof ids `synth-hard-<slice>-NNNNN-p0`,
 so a result can be traced to its slice even after the training dataset drops the `variant` column. The
-split is recorded (`split_record`: the slices' variants, sizes and families, the avoided rows by variant, every held-out wording) and
-checked (`leaks`: a shared problem, or a training proof that uses a held-out wording, is named), so nothing
-leaks into training unnoticed.
+split is recorded (`split_record`: the slices' variants, sizes and families, the avoided rows by variant,
+every held-out wording) and checked (`leaks`: a shared problem, or a training proof that uses a held-out
+wording, is named), so nothing leaks into training unnoticed.
 
 Example:
     >>> from proofcheck.data.synth import disjoint_splits
