@@ -74,7 +74,7 @@ from proofcheck.app.demo_report import (
     reward_plot,
     step_split_table,
 )
-from proofcheck.app.demo_scoring import scoring_lines, serve_and_score
+from proofcheck.app.demo_scoring import NOT_SCORED, scoring_lines, serve_and_score
 from proofcheck.app.launch import GrpoRun, SftRun, delta_flags, recipe_line, run_logged
 from proofcheck.data.assembly import Curriculum, read_curriculum
 from proofcheck.metrics import VALID_RATE
@@ -376,8 +376,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     diagnostics_table(grpo)
     step_split_table(grpo.get("step_split_s"))
     trained = Path(grpo["saved"]["merged"])
-    scores = run_stage(SCORE_STAGE, lambda: serve_and_score(cfg, trained, data, env), timings)
-    scoring = scoring_lines(scores)
+    scores = run_stage(SCORE_STAGE, lambda: serve_and_score(cfg, trained, data, env), timings) if cfg.score else None
+    scoring = scoring_lines(scores) if scores else [NOT_SCORED]
     for line in scoring:
         console.print(line, markup=False, highlight=False)
     final_report(cfg, scores, timings)
@@ -397,15 +397,15 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
                "config": {k: str(v) if isinstance(v, Path) else v
                           for k, v in asdict(cfg).items() if k != "deltas"},
                "recipe": recipe, "trained_model": str(trained), "data": str(data),
-               "scoring": {"synthetic_prover": scores["synthetic"], "prover": _pick(scores["prover"]),
-                           "verifier": _pick(scores["verifier"])}}
+               "scoring": scores and {"synthetic_prover": scores["synthetic"], "prover": _pick(scores["prover"]),
+                                      "verifier": _pick(scores["verifier"])}}
     write_json_atomic(cfg.workdir / "summary.json", summary)
     plots = {"curve": cfg.workdir / "learning_curve.png", "diagnostics": cfg.workdir / "grpo_diagnostics.png",
              "kpass": kpass_png}
     report = write_report(cfg.workdir / "report.md", host=host_line(choice.short), evals=evals, reading=reading,
                           scoring=scoring, plan=plan.record, times=timings,
                           plots={k: v if v is not None and v.is_file() else None for k, v in plots.items()},
-                          curve_line=where, synthetic=scores["synthetic"],
+                          curve_line=where, synthetic=scores and scores["synthetic"],
                           where={"Trained model": str(trained), "Data": str(data),
                                  "Summary": str(cfg.workdir / "summary.json")})
     console.print(f"trained model: {trained}; data: {data}; summary: {cfg.workdir / 'summary.json'}",

@@ -99,6 +99,9 @@ class DemoConfig:
                                    # how long that takes here; a number: the wall clock the steps are sized to fit
     grpo_floor: int | None = 40   # the fewest GRPO steps without a budget (None: exactly grpo_steps)
     score_reserve_s: float = 480.0   # kept for serving + scoring (AVX2 fp32 host, 2 passes x 1 repeat: 365-496 s)
+    score: bool = True            # serve the trained model and score through it (step 6); False (--no-score): the
+                                  # held-out evaluations are the measurement (leave one family out) and the reserve
+                                  # goes to training
     sft_share: float = 0.8        # of the training time left after the reserve: the warm-up is what teaches checking
                                   # (chains, avx512_bf16 host: 48 steps Bal-F1 .58, 77 steps .88); GRPO also gets
                                   # what serving and scoring leave of their reserve
@@ -132,6 +135,8 @@ class DemoConfig:
                              "(families set, e.g. all); 0 keeps every SFT proof plain")
         if self.rationale == "recomputed":
             self.deltas = {**RECOMPUTED_DELTAS, **self.deltas}
+        if not self.score:
+            self.score_reserve_s = 0.0   # nothing to serve or score: SFT's share and GRPO get the time
         values = fill_from_recipe(self, RECIPE_FIELDS)
         if self.max_tokens is None:
             self.max_tokens = values["eval_max_new_tokens"]

@@ -172,8 +172,8 @@ class Plan:
                       f"budget {cfg.budget_s / 60:.0f} min, {left:.0f} s left: SFT <= {sft_s:.0f} s (at most "
                       f"{cfg.sft_steps} steps, as many as its first step says fit), GRPO the rest, >= "
                       f"{max(0.0, left - cfg.score_reserve_s - sft_s):.0f} s, with its two held-out evaluations (at "
-                      f"most {cfg.grpo_steps} steps, stopped when one more would not fit), serving and scoring "
-                      f"~{cfg.score_reserve_s:.0f} s")
+                      f"most {cfg.grpo_steps} steps, stopped when one more would not fit), "
+                      + (f"serving and scoring ~{cfg.score_reserve_s:.0f} s" if cfg.score else "no scoring (--no-score)"))
         self.record.update(sft_budget_s=round(sft_s), left_after_setup_s=round(left))
 
     def sft_done(self, sft: Path) -> None:

@@ -143,7 +143,23 @@ def family_checks(by_family: dict[str, dict[str, Any]], target: dict[str, Any]) 
     return checks
 
 
-def final_report(cfg: Any, scores: dict[str, Any], timings: dict[str, float]) -> None:
+def final_report(cfg: Any, scores: dict[str, Any] | None, timings: dict[str, float]) -> None:
+    """The shipped data's scores (None: not scored, `--no-score`), where the reports are, and the stage times."""
+    if scores:
+        _shipped_table(cfg, scores)
+    console.print(f"  reward per step: {cfg.workdir / 'reward_per_step.png'}; learning curve: "
+                  f"{cfg.workdir / 'learning_curve.png'}; summary {cfg.workdir / 'summary.json'}")
+    times = Table(title="Stage times")
+    times.add_column("stage")
+    times.add_column("seconds", justify="right")
+    for name, sec in timings.items():
+        times.add_row(name, f"{sec:.1f}")
+    times.add_row("total", f"{sum(timings.values()):.1f}")
+    console.print(times)
+
+
+def _shipped_table(cfg: Any, scores: dict[str, Any]) -> None:
+    """ProverBench and VerifierBench as scored through the service, and where their reports are."""
     p, v = scores["prover"], scores["verifier"]
 
     def num(x: Any) -> str:
@@ -162,15 +178,6 @@ def final_report(cfg: Any, scores: dict[str, Any], timings: dict[str, float]) ->
     console.print(t)
     for name in ("prover", "verifier"):
         console.print(f"  {name}: report {cfg.workdir / name / 'report.md'}, plots {cfg.workdir / name}/*.png")
-    console.print(f"  reward per step: {cfg.workdir / 'reward_per_step.png'}; learning curve: "
-                  f"{cfg.workdir / 'learning_curve.png'}; summary {cfg.workdir / 'summary.json'}")
-    times = Table(title="Stage times")
-    times.add_column("stage")
-    times.add_column("seconds", justify="right")
-    for name, sec in timings.items():
-        times.add_row(name, f"{sec:.1f}")
-    times.add_row("total", f"{sum(timings.values()):.1f}")
-    console.print(times)
 
 
 def step_split_table(split: dict[str, float] | None) -> None:

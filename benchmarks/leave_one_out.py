@@ -35,9 +35,10 @@ TARGET_FAMILIES = 4                              # families of six that must rea
 
 def demo_command(family: str, out: Path, *, full: bool, budget_min: float | None, seed: int,
                  extra: list[str]) -> list[str]:
-    """The `proofcheck demo` run that leaves `family` out of SFT and GRPO (held-out set: every family)."""
+    """The `proofcheck demo` run that leaves `family` out of SFT and GRPO (held-out set: every family); not served
+    or scored (`--no-score`): the held-out evaluation is the measurement, and scoring's reserve goes to training."""
     cmd = [sys.executable, "-m", "proofcheck.app.cli", "demo", "--families", "all", "--exclude-family", family,
-           "--workdir", str(out / family), "--seed", str(seed)]
+           "--workdir", str(out / family), "--seed", str(seed), "--no-score"]
     if full:
         cmd.append("--full")
     if budget_min is not None:

@@ -65,6 +65,9 @@ def register(sub: Any) -> None:
                    "(one form in every family, each step recomputed before its verdict; about twice the tokens, so "
                    "GRPO and evaluation generate up to 400). Default: recomputed with --full on six families, checks "
                    "otherwise")
+    p.add_argument("--no-score", dest="score", action="store_false", help="stop after GRPO's held-out evaluation: "
+                   "no serving, no scoring of the synthetic prover or the shipped samples, and their time reserve "
+                   "goes to training (benchmarks/leave_one_out.py, whose measurement is the held-out set)")
     for flag, name in SIZES.items():
         p.add_argument(flag, type=int, dest=name, help=f"override the mode's {name.replace('_', ' ')}")
     p.set_defaults(handler=_demo)
@@ -92,7 +95,7 @@ def demo_config(args: argparse.Namespace) -> DemoConfig:
     return make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=None if budget_min is None else budget_min * 60,
                 **({} if args.families is None else  # chain alone: the historical chains (family_choice)
                    {"families": None if family_choice(args.families) is None else args.families}),
-                exclude_family=args.exclude_family, **({"rationale": args.rationale} if args.rationale else {}),
+                exclude_family=args.exclude_family, score=args.score, **({"rationale": args.rationale} if args.rationale else {}),
                 **({"prompt_style": args.prompt_style} if args.prompt_style else {}), **sizes)
 
 

@@ -85,3 +85,20 @@ def test_demo_names_the_failed_stage(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert "stage 'build the model: tiny (random weights)' failed" in out.stderr
+
+
+@pytest.mark.slow
+def test_demo_without_scoring_stops_after_the_held_out_evaluation(tmp_path):
+    """`--no-score` (leave one family out): SFT and GRPO with both held-out evaluations, nothing served or scored."""
+    work = tmp_path / "demo"
+    cmd = [sys.executable, "-m", "proofcheck.app.cli", "demo", "--workdir", str(work), "--no-score",
+           "--exclude-family", "parity", *SMALL]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "GRPO" in out.stdout and "serve the trained verifier" not in out.stdout
+    assert "no scoring (--no-score)" in " ".join(out.stdout.split())   # rich wraps the plan's line
+    summary = json.loads((work / "summary.json").read_text())
+    assert summary["scoring"] is None and summary["plan"]["score_reserve_s"] == 0.0
+    assert summary["after_grpo"]["n_tasks"] == 4 and summary["after_grpo"]["by_family"]
+    assert not (work / "prover").exists() and not (work / "verifier").exists()
+    assert "Not served or scored (--no-score)" in (work / "report.md").read_text()

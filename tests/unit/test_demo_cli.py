@@ -26,6 +26,9 @@ def _config(*flags: str):
                                                                      sft_steps=300, sft_share=0.75, grpo_lr=1e-4)),
     (("--full", "--exclude-family", "parity", "--budget-min", "45"), dict(families="all", exclude_family="parity",
                                                                           budget_s=2700.0, grpo_floor=None)),
+    # leave one family out measures the held-out set only: nothing served or scored, no reserve for it
+    (("--full", "--no-score"), dict(score=False, score_reserve_s=0.0, families="all")),
+    (("--full",), dict(score=True, score_reserve_s=720.0)),
     # the demo keeps chains and the checks rationale; --quick all families on the tiny model
     ((), dict(families=None, rationale="checks", sft_steps=48, budget_s=None, grpo_floor=40)),
     (("--families", "all", "--rationale", "recomputed"), dict(families="all", rationale="recomputed")),

@@ -71,5 +71,5 @@ def test_every_command_parses_as_proofcheck_demo() -> None:
         cmd = loo.demo_command(fam, Path("runs/loo"), full=True, budget_min=45, seed=1, extra=["--eval-tasks", "192"])
         assert cmd[1:3] == ["-m", "proofcheck.app.cli"]
         args = build_parser().parse_args(cmd[3:])
-        assert (args.exclude_family, args.families, args.full, args.budget_min, args.eval_tasks) == \
-            (fam, "all", True, 45.0, 192)
+        assert (args.exclude_family, args.families, args.full, args.budget_min, args.eval_tasks, args.score) == \
+            (fam, "all", True, 45.0, 192, False)

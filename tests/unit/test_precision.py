@@ -327,6 +327,27 @@ def test_demo_on_a_bf16_host_keeps_the_scoring_share_it_measured() -> None:
     assert plan.grpo_budget() == pytest.approx(830.0 - 180.1 - 30.0, abs=1.0)
 
 
+@pytest.mark.parametrize("full", [False, True])
+def test_without_scoring_the_reserve_goes_to_training(full) -> None:
+    """--no-score (leave one family out): no reserve before SFT, no scoring share after it; a 22-minute long
+    recipe with its 720 s reserve gave the warm-up 430 s of 1293 (2026-12-07)."""
+    import time
+
+    from proofcheck.app.demo import DemoConfig, Plan
+
+    make = DemoConfig.full_recipe if full else DemoConfig
+    scored, unscored = (Plan(make(budget_s=1320.0, score=s), decide(AVX512_BF16)) for s in (True, False))
+    for plan in (scored, unscored):
+        plan.t0 = time.perf_counter() - 27.0
+    assert unscored.cfg.score_reserve_s == 0.0
+    assert unscored.sft_budget() == pytest.approx(1293.0 * unscored.cfg.sft_share, abs=1.0)
+    assert unscored.sft_budget() - scored.sft_budget() == pytest.approx(scored.cfg.score_reserve_s * scored.cfg.sft_share,
+                                                                        abs=1.0)
+    unscored.record["sft"] = {"median_step_s": 5.7}
+    unscored.scale_work()
+    assert unscored.score_plan_s == 0.0
+
+
 @pytest.mark.parametrize(("total_s", "score_s", "grpo_s", "says"), [
     (1100.0, 300.0, 340.0, None),                                   # within the budget: no blame
     (1300.0, 500.0, 340.0, "serving and scoring took 500 s of a 480 s reserve"),
