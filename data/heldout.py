@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from functools import cache
@@ -142,8 +143,6 @@ def split_summary(sets: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
     >>> s["train"]["kinds"]["parity"]["valid"], s["train"]["variants"], s["train_rows_with_heldout_wordings"]
     (2, {'training': 4}, 0)
     """
-    from collections import Counter
-
     from proofcheck.data.families import family_of
 
     out: dict[str, Any] = {}
@@ -163,8 +162,6 @@ def split_record(sets: Mapping[str, list[dict[str, Any]]], seed: int, families: 
     kinds by family, the training draws' variant, the avoided sets' rows by variant (a run's varied warm-up
     shows as its `sft-larger` / `sft-longer` rows; `training` for plain draws and expert rows), and every
     held-out wording by slot."""
-    from collections import Counter
-
     slices = dict(HARDER if slices is None else slices)
     return {"seed": seed, "families": list(resolve(families if families != "all" else None)),
             "training": asdict(TRAINING),

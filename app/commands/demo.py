@@ -37,7 +37,8 @@ def register(sub: Any) -> None:
     p.add_argument("--full", action="store_true", help="the long CPU training recipe (also `make train-cpu`): "
                    "90 minutes, one verifier for all six families (the recomputed rationale; 3/4 of the time to "
                    "the warm-up, a quarter of its proofs with 3x numbers or a step longer; GRPO at 1e-4 for the "
-                   "rest), 192 held-out proofs (32 per family) x 4 passes before and after GRPO, a learning-curve point every 15 GRPO steps; judged against the recipe's targets "
+                   "rest), 192 held-out proofs (32 per family) x 4 passes before and after GRPO, a learning-curve "
+                   "point every 15 GRPO steps; judged against the recipe's targets "
                    "(held-out Balanced F1 >= 0.85, >= 0.70 and TNR >= 0.70 in every family, GRPO's paired gain above "
                    "twice its SE, TNR not lower). With --families chain: the chains recipe (a 64-step warm-up, GRPO "
                    "at 2e-4 for the rest, 128 held-out chains)")
@@ -95,7 +96,8 @@ def demo_config(args: argparse.Namespace) -> DemoConfig:
     return make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=None if budget_min is None else budget_min * 60,
                 **({} if args.families is None else  # chain alone: the historical chains (family_choice)
                    {"families": None if family_choice(args.families) is None else args.families}),
-                exclude_family=args.exclude_family, score=args.score, **({"rationale": args.rationale} if args.rationale else {}),
+                exclude_family=args.exclude_family, score=args.score,
+                **({"rationale": args.rationale} if args.rationale else {}),
                 **({"prompt_style": args.prompt_style} if args.prompt_style else {}), **sizes)
 
 
