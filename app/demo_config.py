@@ -119,7 +119,7 @@ class DemoConfig:
     curve_tasks: int = 16         # held-out proofs of each curve point (the first ones of the held-out set)
     full: bool = False            # the long CPU recipe (`full()`), judged against its own targets
     sft_varied: float = 0.0       # share of the SFT set drawn beyond the plain training proofs (families only): numbers
-                                  # 3x, chains and stories a step longer (data.heldout.VARIED_TRAINING); the harder
+                                  # 3x, every family a step longer (data.heldout.VARIED_TRAINING); the harder
                                   # held-out stays beyond both (10x, 3 steps more)
     rationale: str = "checks"     # the SFT rows' gold verification (proofcheck.data.rationale): "checks", each
                                   # family's shorthand, or "recomputed", one form in every family (about 2x the
@@ -173,5 +173,5 @@ class DemoConfig:
 
 # the long recipe's two forms (`DemoConfig.full_recipe`): every family (the default) or the chains alone
 SIX_FAMILY_FULL: dict[str, Any] = dict(families="all", rationale="recomputed", sft_tasks=7200, sft_steps=900,
-                                       sft_share=0.75, sft_varied=0.25, deltas=SIX_FAMILY_DELTAS)
+                                       sft_share=0.75, sft_varied=0.3, deltas=SIX_FAMILY_DELTAS)
 CHAIN_FULL: dict[str, Any] = dict(families=None, sft_tasks=2048, sft_steps=64, sft_share=0.5, deltas=FULL_DELTAS)

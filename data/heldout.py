@@ -8,7 +8,7 @@ problem; this split adds slices that differ in one more way each, and one in all
 | slice          | what no training proof has                                      | `Variant`                       |
 |----------------|-----------------------------------------------------------------|---------------------------------|
 | `hard-wording` | step, problem and conclusion wordings, scenes and unknowns that training never draws (`HELDOUT_WORDINGS`) | `Variant(wordings="heldout")`   |
-| `hard-length`  | longer proofs: chains and stories 3 more steps; an equation's bracket to expand, an expansion's third bracket, a bound's constant in two moves (1 more); parity's cases in two steps each | `Variant(longer=3)` |
+| `hard-length`  | longer proofs: chains and stories 3 more steps; an equation's three brackets to expand, an expansion's three more brackets, a bound's constant in four moves (3 more); parity's cases with three residues first (3 more each) | `Variant(longer=3)` |
 | `hard-size`    | numbers 10x larger (operands, constants, starts, intervals)     | `Variant(scale=10)`             |
 | `hard-all`     | all three                                                       | `Variant("heldout", 3, 10)`     |
 
@@ -50,13 +50,12 @@ HARDER: dict[str, Variant] = {
 }
 SPLIT_FILE = "split.json"
 # What a training set may draw beyond the plain training proofs, every harder slice still beyond it: numbers 3x
-# (the slices: 10x), and one step more in the families whose proofs grow by steps, chains and stories (the slices:
-# 3 more). The other families' `longer` is a yes/no (a bracket to expand, a constant in two moves, cases in two
-# steps): drawn longer, a training proof would be as long as the harder slice's, so none is. (family None: every
-# family the run trains on)
+# (the slices: 10x), and proofs one step (parity: one per case) longer in every family (the slices: 3 more): a
+# bracket to expand, a third bracket, a constant in two moves, n^2's residue first. (family None: every family the
+# run trains on)
 VARIED_TRAINING: dict[str, tuple[Variant, tuple[str, ...] | None]] = {
     "larger": (Variant(scale=3), None),
-    "longer": (Variant(longer=1), ("chain", "prose")),
+    "longer": (Variant(longer=1), None),
 }
 
 

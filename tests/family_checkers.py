@@ -97,6 +97,9 @@ _CLAIM = re.compile(r"(?:that|integer n,|then,) (?!for )(.+?) (is even|is odd|is
 _CONG = re.compile(r"n ≡ (\d) \(mod (\d)\)(?:, then| we get|; then) (.+?) ≡ (.+?) = (\d+) ≡ (\d) \(mod (\d)\)\.$")
 _ALG = re.compile(r"n = (\d)k(?: \+ (\d))?(?:, then|; then|, we find) (.+?) = (.+?) = (\d)\((.+?)\)(?: \+ (\d))?\.$")
 _SQUARE = re.compile(r"n ≡ (\d) \(mod (\d)\), n\^2 ≡ (\d)\^2 = (\d+) ≡ (\d) \(mod (\d)\)\.$")
+# a longer proof's other residues before a case: a n^2 from n^2's, b n, or the constant
+_TERM = re.compile(r"^(?:So|And) (\d*)(n\^2|n) ≡ (\d+)·(\d+) = (\d+) ≡ (\d) \(mod (\d)\)\.$")
+_CONST = re.compile(r"^And the constant (\d+) ≡ (\d) \(mod (\d)\)\.$")
 _WORDS = re.compile(r"((?:\d*n(?:\^2)?|\d+)(?: \+ (?:\d*n(?:\^2)?|\d+))*) is (even|odd)")
 
 
@@ -113,10 +116,21 @@ def check_parity(t: dict) -> int:
     f = ex(f_text)
     covered: dict[int, int] = {}
     truths = []
+    case = None   # the case a longer proof's residue steps are about
     for step in t["steps"][:-1]:
         if s := _SQUARE.search(step):  # a longer proof's first step of a case: n^2's residue
             i, m, i2, sq, r, m2 = map(int, s.groups())
             ok = m == m2 == mod and i == i2 and i * i == sq and sq % m == r
+            case = i
+        elif s := _TERM.match(step):
+            coef, term, x, y, xy, r, m = s.groups()
+            x, y, xy, r, m = map(int, (x, y, xy, r, m))
+            want = f.coeff(n, 2 if term == "n^2" else 1)
+            base = case * case % m if term == "n^2" else case
+            ok = m == mod and int(coef or 1) == want == x and y == base and x * y == xy and xy % m == r
+        elif s := _CONST.match(step):
+            c, r, m = map(int, s.groups())
+            ok = m == mod and c == f.subs(n, 0) and c % m == r
         elif c := _CONG.search(step):
             i, m, lhs, sub, val, r, m2 = c.groups()
             i, m, val, r = int(i), int(m), int(val), int(r)

@@ -82,10 +82,10 @@ class Variant:
     """How a draw departs from the proofs training sees (the default: it does not).
 
     `wordings`: "train" draws only the wordings training uses (each `pick`'s first tuple), "heldout" only
-    the ones no training proof uses (its second), "any" either. `longer` > 0: longer proofs (chains and
-    stories get `longer` more steps; equations a bracket to expand first, expansions a third bracket in a
-    step of its own, bounds the constant added in two moves, parity proofs each case in two steps, n^2's
-    residue first: one step more, or one per case). `scale`: number sizes multiplied
+    the ones no training proof uses (its second), "any" either. `longer` > 0: proofs `longer` steps longer (chains and
+    stories more steps; equations `longer` brackets to expand first, expansions `longer` more brackets each in
+    a step of its own, bounds the constant added in `longer` + 1 moves; parity proofs `longer` steps more per
+    case, up to 3: the residues of n^2, a n^2 and b n first). `scale`: number sizes multiplied
     (operands, constants, start values, intervals). With the default every draw is exactly the one made
     before variants existed (same `rng` calls, same choices).
     """

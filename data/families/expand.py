@@ -63,20 +63,20 @@ def _brackets(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str
     if kind == "sign_slip":
         r, w = -abs(r), -abs(w)
     E = f"{pc}({linear(1, v, q)}) {'+' if r > 0 else '-'} {abs(r)}({linear(1, v, w)})"
-    # a longer proof: a third bracket s3(v + z), expanded in a step of its own (none in training's draws)
-    s3, z = (rng.randint(2, 6), rng.choice([-1, 1]) * rng.randint(1, big(9))) if variant().longer else (0, 0)
-    third = f" + {s3}({linear(1, v, z)})" if s3 else ""
-    E += third
-    t1, t2, t3 = pc * q, r * w, s3 * z
-    true_a, true_b = pc + r + s3, t1 + t2 + t3
+    # a longer proof: `longer` more brackets s(v + z), each expanded in a step of its own (none in training's draws)
+    extra = [(rng.randint(2, 6), rng.choice([-1, 1]) * rng.randint(1, big(9))) for _ in range(variant().longer)]
+    more = "".join(f" + {s}({linear(1, v, z)})" for s, z in extra)
+    E += more
+    t1, t2 = pc * q, r * w
+    true_a, true_b = pc + r + sum(s for s, _ in extra), t1 + t2 + sum(s * z for s, z in extra)
     if kind == "sign_slip":
         t2 = -t2
     if kind == "wrong_rule":
         t1 = q
     T0 = f"{pc}{v} {signed(t1)} {signed(r)}{v} {signed(t2)}"
-    how = pick(rng, _EXPAND, _EXPAND_UNSEEN).format(E=E, T=T0 + third)
+    how = pick(rng, _EXPAND, _EXPAND_UNSEEN).format(E=E, T=T0 + more)
     re_ = {"redo": f"{pc}·({q}) = {pc * q}, ({r})·({w}) = {r * w}: {pc}{v} {signed(pc * q)} {signed(r)}{v} "
-                   f"{signed(r * w)}{third}", "says": T0 + third}
+                   f"{signed(r * w)}{more}", "says": T0 + more}
     if kind == "sign_slip":
         p.add(how, f"({r})·({w})={r * w}, not {t2}.",
               f"({r})·({w}) = {r * w}, not {t2}: the sign of the product is wrong.", **re_)
@@ -85,22 +85,25 @@ def _brackets(rng: random.Random, kind: str, v: str, p: Proof) -> tuple[str, str
               f"{pc} multiplies every term of the bracket: {pc}·{q} = {pc * q}, not {q}.", **re_)
     else:
         p.add(how, f"{pc}·({q})={pc * q}, ({r})·({w})={r * w} ok.", **re_)
-    if s3:
-        T0 += f" {signed(s3)}{v} {signed(t3)}"
-        p.add(f"Expanding the last bracket, this is {T0}.", f"{s3}·({z})={t3} ok.",
-              redo=f"{s3}·({z}) = {t3}: {s3}({linear(1, v, z)}) = {linear(s3, v, t3)}", says=T0)
-    T1 = f"({pc} {signed(r)}{f' {signed(s3)}' if s3 else ''}){v} + ({t1} {signed(t2)}{f' {signed(t3)}' if s3 else ''})"
+    for j, (s, z) in enumerate(extra):
+        T0 += f" {signed(s)}{v} {signed(s * z)}"
+        rest = "".join(f" + {s_}({linear(1, v, z_)})" for s_, z_ in extra[j + 1:])
+        p.add(f"Expanding the {'last' if j == len(extra) - 1 else 'next'} bracket, this is {T0}{rest}.",
+              f"{s}·({z})={s * z} ok.", redo=f"{s}·({z}) = {s * z}: {s}({linear(1, v, z)}) = {linear(s, v, s * z)}",
+              says=T0 + rest)
+    cs, ts = [pc, r] + [s for s, _ in extra], [t1, t2] + [s * z for s, z in extra]
+    T1 = f"({pc} {' '.join(signed(c) for c in cs[1:])}){v} + ({t1} {' '.join(signed(t) for t in ts[1:])})"
     p.add(pick(rng, _GROUP, _GROUP_UNSEEN).format(T=T1), "grouping ok.", redo=f"the like terms of {T0}: {T1}",
           says=T1)
-    a_, b_ = pc + r + s3, t1 + t2 + t3
+    a_, b_ = sum(cs), sum(ts)
     if kind == "arithmetic":
         if rng.random() < 0.5:
             a_ += rng.choice([-2, -1, 1, 2])
         else:
             b_ += rng.choice([-2, -1, 1, 2, 10, -10])
     T2 = linear(a_, v, b_)
-    ra, rb = f"{pc}{r:+d}" + (f"{s3:+d}" if s3 else ""), f"{t1}{t2:+d}" + (f"{t3:+d}" if s3 else "")
-    sa, sb = pc + r + s3, t1 + t2 + t3
+    ra, rb = f"{pc}" + "".join(f"{c:+d}" for c in cs[1:]), f"{t1}" + "".join(f"{t:+d}" for t in ts[1:])
+    sa, sb = sum(cs), sum(ts)
     re_ = {"redo": f"{ra} = {sa}, {rb} = {sb}: {linear(sa, v, sb)}", "says": T2}
     if (a_, b_) == (sa, sb):
         p.add(pick(rng, _SIMPLIFY, _SIMPLIFY_UNSEEN).format(T=T2), f"{ra}={sa}, {rb}={sb} ok.", **re_)

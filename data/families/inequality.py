@@ -95,9 +95,13 @@ def make(rng: random.Random, kind: str) -> Draft:
                f"{v} {bound_of[premise]} {premise} does not give {p}{v} {want} {prod}; at {v} = {end_}, "
                f"{p}{v} = {true_prod}.", **re_)
     parts, slip_at = [q], 0
-    if variant().longer:  # a longer proof: the constant added in two moves, a slip in either
-        q1 = rng.choice([k for k in range(-abs(q) - 5, abs(q) + 6) if k and k != q])
-        parts, slip_at = [q1, q - q1], rng.randrange(2)
+    if variant().longer:  # a longer proof: the constant added in `longer` + 1 moves, a slip in any
+        parts = []
+        for _ in range(variant().longer):
+            rest = q - sum(parts)
+            parts.append(rng.choice([k for k in range(-abs(rest) - 5, abs(rest) + 6) if k and k != rest]))
+        parts.append(q - sum(parts))
+        slip_at = rng.randrange(len(parts))
     shown, added = prod, 0
     for j, qj in enumerate(parts):
         before, added = shown, added + qj

@@ -69,7 +69,38 @@ def _params(rng: random.Random, kind: str) -> tuple[int, int, int, int, int]:
             continue  # the slipped value must still divide, and the slip reads as "moving b"
         if (kind == "divide_one_term" or (kind in ("valid", "conclusion") and rng.random() < 0.25)) and b % A:
             continue  # a constant the coefficient divides: the proof may divide first
+        if A + c < variant().longer:
+            continue  # a longer proof splits a v into `longer` brackets, each with a coefficient >= 1
         return A + c, b, c, A * s + b, s
+
+
+def _brackets(rng: random.Random, p: Proof, v: str, a: int, b: int, right: str, k: int) -> str:
+    """A longer proof's start: `a v + b` written as `k` brackets and a constant, each bracket expanded in a step of
+    its own (the last one also collects the left side); returns the equation the proof starts from."""
+    cuts = sorted(rng.sample(range(1, a), k - 1))
+    coefs = [hi - lo for lo, hi in zip([0, *cuts], [*cuts, a], strict=True)]
+    brackets = [(aj, rng.choice([-1, 1]) * rng.randint(1, 5)) for aj in coefs]
+    g = b - sum(aj * ej for aj, ej in brackets)
+
+    def left(expanded: int) -> str:
+        terms = [linear(aj, v, aj * ej) if j < expanded else f"{'' if aj == 1 else aj}({linear(1, v, ej)})"
+                 for j, (aj, ej) in enumerate(brackets)]
+        return " + ".join(terms) + (f" {signed(g)}" if g else "")
+
+    for j, (aj, ej) in enumerate(brackets):
+        which = "the bracket" if k == 1 else "the last bracket" if j == k - 1 else "the next bracket" if j else \
+            "the first bracket"
+        if j < k - 1:
+            p.add(f"Expanding {which}, {left(j + 1)} = {right}.", f"{aj}·{ej}={aj * ej} ok.",
+                  redo=f"{aj}·({ej}) = {aj * ej}: {left(j + 1)} = {right}", says=f"{left(j + 1)} = {right}")
+            continue
+        consts = "".join(f"{aq * eq:+d}" for aq, eq in brackets)[1 if brackets[0][0] * brackets[0][1] > 0 else 0:]
+        sums = f"{'+'.join(str(aq) for aq, _ in brackets)}={a}, " if k > 1 else ""
+        p.add(f"Expanding {which}, {left(k)} = {right}, so {linear(a, v, b)} = {right}.",
+              f"{aj}·{ej}={aj * ej}, {sums}{consts}{g:+d}={b} ok.",
+              redo=f"{aj}·({ej}) = {aj * ej}, {sums.replace('=', ' = ')}{consts} {signed(g)} = {b}: "
+                   f"{linear(a, v, b)} = {right}", says=f"{linear(a, v, b)} = {right}")
+    return f"{left(0)} = {right}"
 
 
 def _move(rng: random.Random, b: int, r: str) -> str:
@@ -88,15 +119,8 @@ def make(rng: random.Random, kind: str) -> Draft:
     A = a - c
     eq = _equation(rng, a, b, c, d, v)
     p = Proof()
-    if variant().longer:  # a longer proof: a bracket to expand first, `a(v + e) + g = c v + d`
-        e = rng.choice([-1, 1]) * rng.randint(1, 5)
-        g = b - a * e
-        right = linear(c, v, d)
-        eq = f"{a}({linear(1, v, e)})" + (f" {signed(g)}" if g else "") + f" = {right}"
-        p.add(f"Expanding the bracket, {a}{v} {signed(a * e)}" + (f" {signed(g)}" if g else "") +
-              f" = {right}, so {linear(a, v, b)} = {right}.", f"{a}·{e}={a * e}, {a * e}{g:+d}={b} ok.",
-              redo=f"{a}·({e}) = {a * e}, {a * e} {signed(g)} = {b}: {linear(a, v, b)} = {right}",
-              says=f"{linear(a, v, b)} = {right}")
+    if variant().longer:  # a longer proof: `longer` brackets to expand first, `a1(v + e1) + a2(v + e2) + g = c v + d`
+        eq = _brackets(rng, p, v, a, b, linear(c, v, d), variant().longer)
     if c:
         r = f"{linear(A, v, b)} = {d}"
         p.add(pick(rng, _SUB_VAR, _SUB_VAR_UNSEEN).format(c=linear(c, v, 0), r=r, v=v), f"{a}{v}-{c}{v}={A}{v} ok.",

@@ -126,6 +126,19 @@ def _case_algebra(rng: random.Random, f: str, a: int, b: int, c: int, m: int, i:
         f"with n = {n_is} the constant term is {_subst(a, b, c, i)} = {C}, not {shown}.", re_
 
 
+def _residues(a: int, b: int, c: int, m: int, i: int) -> list[tuple[str, str, str, str]]:
+    """A longer congruence proof's steps before case n ≡ i: the residue of n^2, then of a n^2, then of b n (or of
+    the constant c when b is 0), each (step, check, redo, says); a `longer` proof takes the first `longer`."""
+    sq, an2 = i * i % m, a * i * i % m
+    last = (f"{poly(0, b, 0)} ≡ {b}·{i} = {b * i} ≡ {b * i % m}", f"{b}·{i} = {b * i} ≡ {b * i % m}",
+            f"{b}·{i}={b * i} ≡ {b * i % m}") if b else (f"the constant {c} ≡ {c % m}", f"{c} ≡ {c % m}", f"{c} ≡ {c % m}")
+    return [(f"For n ≡ {i} (mod {m}), n^2 ≡ {i}^2 = {i * i} ≡ {sq} (mod {m}).", f"n≡{i}: n^2 ≡ {sq} ok.",
+             f"n ≡ {i}: {i}^2 = {i * i} ≡ {sq} (mod {m})", f"{i * i} ≡ {sq}"),
+            (f"So {poly(a, 0, 0)} ≡ {a}·{sq} = {a * sq} ≡ {an2} (mod {m}).", f"{a}·{sq}={a * sq} ≡ {an2} ok.",
+             f"{a}·{sq} = {a * sq} ≡ {an2} (mod {m})", f"{a * sq} ≡ {an2}"),
+            (f"And {last[0]} (mod {m}).", f"{last[2]} ok.", f"{last[1]} (mod {m})", last[1])]
+
+
 def _parity(x: int) -> str:
     return "even" if x % 2 == 0 else "odd"
 
@@ -177,10 +190,9 @@ def make(rng: random.Random, kind: str) -> Draft:
         if wording == "words":
             step, check, wrong, re_ = _case_words(rng, f, a, b, c, i, i == e and kind == "wrong_rule")
         else:
-            if wording == "congruence" and variant().longer:  # a longer proof: n^2's residue first, a step apart
-                sq = i * i
-                p.add(f"For n ≡ {i} (mod {m}), n^2 ≡ {i}^2 = {sq} ≡ {sq % m} (mod {m}).", f"n≡{i}: n^2 ≡ {sq % m} ok.",
-                      redo=f"n ≡ {i}: {i}^2 = {sq} ≡ {sq % m} (mod {m})", says=f"{sq} ≡ {sq % m}")
+            if wording == "congruence" and variant().longer:  # a longer proof: the terms' residues first, a step each
+                for text, check, redo, says in _residues(a, b, c, m, i)[:variant().longer]:
+                    p.add(text, check, redo=redo, says=says)
             val = a * i * i + b * i + c
             slip = None
             if i == e and kind == "arithmetic":

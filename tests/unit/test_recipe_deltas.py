@@ -48,7 +48,7 @@ MODES = {
              {"max_steps": 200, "learning_rate": 1e-4, "uncertainty_pool": 64, "eval_max_samples": 192,
               "eval_every_steps": 15, "max_completion_length": 400, "eval_max_new_tokens": 400},
              dict(max_tokens=400, sft_share=0.75, families="all", rationale="recomputed", sft_steps=900,
-                  sft_tasks=7200, sft_varied=0.25, passes=4, repeats=1)),
+                  sft_tasks=7200, sft_varied=0.3, passes=4, repeats=1)),
     "full chains": (lambda: DemoConfig.full_recipe(families=None), "smollm2-cpu.yaml",
              {"--max_steps": "200", "--learning_rate": "0.0002", "--eval_every_steps": "15",
               "--eval_curve_samples": "32", "--prompt_style": "compact", "--eval_max_samples": "128",
