@@ -43,6 +43,11 @@ SCORE_FIXED_STEPS = {"float32": 2.0, "bfloat16": 5.0}
 SCORE_WAVE_STEPS = {"float32": {1: 2.2}, "bfloat16": {1: 1.2, 8: 0.65}}
 SCORE_IN_FLIGHT = 32        # passes the scoring keeps in flight: concurrency = this / passes
 PLAN_MARGIN_S = 30.0
+# the long recipe's two held-out evaluations take at most this share of GRPO's time, and never fewer than
+# LONG_EVAL_FLOOR proofs: 192 x 4 passes fit a bf16 host (~220 s each at a 5.7 s SFT step); on a 2-core AVX2
+# host in fp32 (20.5 s) they were estimated at ~1,100 s each, more than GRPO's whole share of 90 minutes
+LONG_EVAL_SHARE = 0.5
+LONG_EVAL_FLOOR = 48
 SCORE_STAGE = "serve the trained verifier and score through it"
 
 
@@ -109,7 +114,8 @@ class Plan:
         Then both are fitted to the time left (`_fit_to_time_left`): GRPO's two evaluations, its
         first step and the scoring are estimated as fixed multiples of the SFT step, so a slow host
         shrinks them instead of running over (sized by r alone, a demo on 2026-12-04 ran GRPO 570 s
-        of a 350 s budget). The long recipe (`ref_sft_step_s` 0) keeps its sizes; its scoring is estimated the same
+        of a 350 s budget). The long recipe (`ref_sft_step_s` 0) keeps its sizes where they fit
+        (`_fit_long_evaluation`: on a slow host its evaluation is cut); its scoring is estimated the same
         way (at most its reserve), and GRPO gets the rest: a fixed 720 s reserve left 611 s (~20 GRPO steps) unused
         on the bf16 host of 2026-12-05."""
         cfg, sft = self.cfg, self.record.get("sft") or {}
@@ -120,16 +126,18 @@ class Plan:
         self.repeats = cfg.repeats if r >= 0.7 else 1
         if cfg.ref_sft_step_s:
             self._fit_to_time_left(step_s)
-        else:   # its sizes stay; GRPO gets what the scoring is estimated to leave of its reserve
+        else:   # its sizes stay where they fit; GRPO gets what the scoring is estimated to leave of its reserve
             self.score_plan_s = self._score_cost(self.passes, self.repeats, step_s, _score_items())
             self.margin_s = PLAN_MARGIN_S
+            self._fit_long_evaluation(step_s)
         self.record.update(speed_ratio=round(r, 3), eval_tasks=self.eval_tasks, passes=self.passes,
                            repeats=self.repeats, score_plan_s=round(self.score_plan_s))
-        if r < 1.0:
-            console.print(f"[bold]plan[/bold]: SFT's median step took {step_s:.0f} s ({cfg.ref_sft_step_s:.0f} s where "
-                          f"the default sizes fit): held-out evaluation on {self.eval_tasks} of {cfg.eval_tasks} "
-                          f"proofs x {cfg.eval_passes} passes; scoring with {self.passes} passes, {self.repeats} "
-                          f"repeat(s) in ~{self.score_plan_s:.0f} s")
+        if r < 1.0 or self.eval_tasks < cfg.eval_tasks:
+            where = (f"{cfg.ref_sft_step_s:.0f} s where the default sizes fit" if cfg.ref_sft_step_s else
+                     f"GRPO has ~{self.grpo_budget():.0f} s, its two evaluations at most {LONG_EVAL_SHARE:.0%} of it")
+            console.print(f"[bold]plan[/bold]: SFT's median step took {step_s:.0f} s ({where}): held-out evaluation "
+                          f"on {self.eval_tasks} of {cfg.eval_tasks} proofs x {cfg.eval_passes} passes; scoring "
+                          f"with {self.passes} passes, {self.repeats} repeat(s) in ~{self.score_plan_s:.0f} s")
 
     def _score_cost(self, passes: int, repeats: int, unit: float, items: tuple[int, int]) -> float:
         """Estimated serving + scoring seconds, in request waves of `score_concurrency` proofs, capped by the reserve."""
@@ -153,6 +161,15 @@ class Plan:
                 break
             self.passes, self.repeats = max(2, self.passes // 2), 1
         self.eval_tasks = max(low, min(self.eval_tasks, 2 * (fit // 2)))
+
+    def _fit_long_evaluation(self, unit: float) -> None:
+        """The long recipe's held-out evaluation, cut on a slow host so that its two runs take at most
+        `LONG_EVAL_SHARE` of GRPO's time (at least `LONG_EVAL_FLOOR` proofs, a multiple of 12: every family's
+        valid/flawed pairs alike); a host where they fit keeps every proof, and the runs stay comparable."""
+        per_task = 2 * self.cfg.eval_passes * EVAL_PASS_STEPS * unit
+        fit = int(LONG_EVAL_SHARE * self.grpo_budget() / per_task)
+        if fit < self.eval_tasks:
+            self.eval_tasks = max(min(LONG_EVAL_FLOOR, self.eval_tasks), 12 * (fit // 12))
 
     def grpo_budget(self) -> float:
         """Everything left but the scoring's share (the GRPO run stops its steps to fit)."""
