@@ -118,6 +118,9 @@ class DemoConfig:
     curve_every: int | None = None  # GRPO steps between learning-curve points (0: only before and after)
     curve_tasks: int = 16         # held-out proofs of each curve point (the first ones of the held-out set)
     full: bool = False            # the long CPU recipe (`full()`), judged against its own targets
+    fit_eval: bool = True         # the long recipe cuts its held-out evaluation on a slow host (its two runs take at
+                                  # most half of GRPO's time: `Plan._fit_long_evaluation`); False keeps every proof,
+                                  # as `--eval-tasks` asks (leave one family out: the held-out set is the measurement)
     sft_varied: float = 0.0       # share of the SFT set drawn beyond the plain training proofs (families only): numbers
                                   # 3x, every family a step longer (data.heldout.VARIED_TRAINING); the harder
                                   # held-out stays beyond both (10x, 3 steps more)

@@ -129,7 +129,8 @@ class Plan:
         else:   # its sizes stay where they fit; GRPO gets what the scoring is estimated to leave of its reserve
             self.score_plan_s = self._score_cost(self.passes, self.repeats, step_s, _score_items())
             self.margin_s = PLAN_MARGIN_S
-            self._fit_long_evaluation(step_s)
+            if cfg.fit_eval:
+                self._fit_long_evaluation(step_s)
         self.record.update(speed_ratio=round(r, 3), eval_tasks=self.eval_tasks, passes=self.passes,
                            repeats=self.repeats, score_plan_s=round(self.score_plan_s))
         if r < 1.0 or self.eval_tasks < cfg.eval_tasks:

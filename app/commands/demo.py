@@ -70,7 +70,9 @@ def register(sub: Any) -> None:
                    "no serving, no scoring of the synthetic prover or the shipped samples, and their time reserve "
                    "goes to training (benchmarks/leave_one_out.py, whose measurement is the held-out set)")
     for flag, name in SIZES.items():
-        p.add_argument(flag, type=int, dest=name, help=f"override the mode's {name.replace('_', ' ')}")
+        p.add_argument(flag, type=int, dest=name, help=f"override the mode's {name.replace('_', ' ')}" + (
+            " (kept as given: --full otherwise cuts its held-out evaluation on a slow host to fit GRPO's time)"
+            if name == "eval_tasks" else ""))
     p.set_defaults(handler=_demo)
 
 
@@ -96,7 +98,7 @@ def demo_config(args: argparse.Namespace) -> DemoConfig:
     return make(workdir=workdir, seed=args.seed, dtype=args.dtype, budget_s=None if budget_min is None else budget_min * 60,
                 **({} if args.families is None else  # chain alone: the historical chains (family_choice)
                    {"families": None if family_choice(args.families) is None else args.families}),
-                exclude_family=args.exclude_family, score=args.score,
+                exclude_family=args.exclude_family, score=args.score, fit_eval="eval_tasks" not in sizes,
                 **({"rationale": args.rationale} if args.rationale else {}),
                 **({"prompt_style": args.prompt_style} if args.prompt_style else {}), **sizes)
 

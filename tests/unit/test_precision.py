@@ -418,6 +418,19 @@ def test_the_long_recipe_cuts_its_evaluation_only_where_it_does_not_fit(machine,
     assert evals_s <= LONG_EVAL_SHARE * plan.grpo_budget() or plan.eval_tasks == 48
 
 
+def test_a_long_recipe_told_its_evaluation_keeps_it() -> None:
+    """`--eval-tasks` given (leave one family out: 144, 24 per family): the plan keeps it on a slow host."""
+    import time
+
+    from proofcheck.app.demo import DemoConfig, Plan
+
+    plan = Plan(DemoConfig.full_recipe(eval_tasks=144, fit_eval=False), decide(AVX2))
+    plan.t0 = time.perf_counter() - (plan.cfg.budget_s - 1881.0)
+    plan.record["sft"] = {"median_step_s": 20.5}
+    plan.scale_work()
+    assert plan.eval_tasks == 144
+
+
 def test_flush_denormals_reads_a_denormal_as_zero_until_turned_off() -> None:
     """The training stages' `flush_denormal`: on, a denormal float reads as 0 (the CPU's FTZ/DAZ modes); off, the
     CPU's default again. Turned off in any case: the mode is the thread's, and other tests run in this one."""
