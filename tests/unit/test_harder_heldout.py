@@ -104,6 +104,19 @@ def test_longer_proofs_are_longer_and_larger_numbers_larger(family: str) -> None
     assert mean(HARDER["hard-size"], lambda t: max(_numbers(t))) >= 3 * mean(TRAINING, lambda t: max(_numbers(t)))
 
 
+@pytest.mark.parametrize("family", ALL)
+def test_length_is_graded_in_every_family(family: str) -> None:
+    """Each `longer` adds steps to the same draws' proofs (a bracket, a move, a residue step per case), so training
+    can draw one step longer and the length slice stay beyond it."""
+    def steps(longer: int) -> float:
+        lens = [len(draw(Variant(longer=longer), family, k, s)["steps"]) for k in FAMILIES[family].kinds
+                for s in range(30)]
+        return sum(lens) / len(lens)
+
+    means = [steps(n) for n in range(4)]
+    assert all(b >= a + 0.5 for a, b in zip(means, means[1:], strict=False)), means
+
+
 def test_harder_splits_are_balanced_disjoint_traceable_and_do_not_leak(tmp_path) -> None:
     sets = disjoint_splits({"eval": 24, "train": 96}, seed=3, families="all")
     hard = harder_splits(24, seed=3, avoid=sets["eval"] + sets["train"])
