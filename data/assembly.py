@@ -135,6 +135,24 @@ def polarity_pairs(items: list[T], is_valid: Callable[[T], bool], seed: int) -> 
     return out + valid[n:] + flawed[n:]
 
 
+def strata_in_turn(items: list[T], stratum: Callable[[T], Any]) -> list[T]:
+    """`items` reordered so that any first n hold every stratum in turn (each stratum's items in their order, the
+    strata in the order they first appear): a held-out set cut to its first n keeps each stratum's share (a
+    shuffled 60 of 192 six-family proofs held 7 chains and 14 equations).
+
+    >>> strata_in_turn(["a1", "a2", "a3", "b1", "c1", "b2"], lambda x: x[0])
+    ['a1', 'b1', 'c1', 'a2', 'b2', 'a3']
+    """
+    rank: Counter[Any] = Counter()
+    order = {k: i for i, k in enumerate(dict.fromkeys(map(stratum, items)))}
+    keyed = []
+    for it in items:
+        k = stratum(it)
+        keyed.append((rank[k], order[k], it))
+        rank[k] += 1
+    return [it for _, _, it in sorted(keyed, key=lambda t: t[:2])]
+
+
 CURRICULUM_FILE = "curriculum.json"  # in the dataset folder, beside datasets' own files
 
 

@@ -186,7 +186,8 @@ def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
     rng = random.Random(args.mix_seed + 1)
     eval_rows = list(eval_rows)
     rng.shuffle(eval_rows)
-    eval_rows = eval_rows[: args.eval_max_samples]
+    if args.eval_max_samples < len(eval_rows):   # a cut keeps every family and polarity in proportion
+        eval_rows = assembly.strata_in_turn(eval_rows, _stratum)[: args.eval_max_samples]
     return TrainingData(
         train=add_prompts(train, args.include_reference_solution, args.prompt_style),
         eval=add_prompts(eval_rows, args.include_reference_solution, args.prompt_style),
@@ -195,6 +196,13 @@ def build_training_data(args: ProofcheckScriptArguments) -> TrainingData:
         with_reference=args.include_reference_solution,
         prompt_style=args.prompt_style,
     )
+
+
+def _stratum(row: dict) -> tuple[str | None, bool]:
+    """A held-out row's family (None for expert data) and polarity: what a cut held-out set keeps in proportion."""
+    from proofcheck.data.families import family_of
+
+    return family_of(row), bool(row["is_correct"])
 
 
 def to_dataset(rows: list[dict]):

@@ -3,6 +3,7 @@ mix by origin. `proofcheck data build` and `train/grpo.py` both go through it (c
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,27 @@ def test_a_curriculum_written_before_its_record_is_read_from_its_splits(tmp_path
     cur = assembly.write_curriculum(tmp_path / "d", train, held)
     (tmp_path / "d" / assembly.CURRICULUM_FILE).unlink()
     assert assembly.read_curriculum(tmp_path / "d") == cur
+
+
+@pytest.mark.parametrize("n", [12, 24, 60])
+def test_a_cut_held_out_set_keeps_every_family_and_polarity(tmp_path: Path, n: int) -> None:
+    """A held-out set cut to its first n (`eval_max_samples`: the long recipe on a slow host, the demo) holds each
+    family's valid and flawed proofs alike; shuffled and cut, 60 of 192 held 7 chains and 14 equations."""
+    from proofcheck.data.families import family_of
+    from proofcheck.data.synth import disjoint_splits
+    from proofcheck.train.config import ProofcheckScriptArguments
+    from proofcheck.train.data import build_training_data
+
+    sets = disjoint_splits({"eval": 192, "grpo": 24}, seed=0, families="all")
+    assembly.write_curriculum(tmp_path / "dataset", sets["grpo"], sets["eval"])
+    data = build_training_data(ProofcheckScriptArguments(expert_files=[str(tmp_path / "dataset")], synthetic_count=0,
+                                                         mix_ratios=[0, 0, 24], train_size=24, eval_fraction=0.0,
+                                                         eval_max_samples=n))
+    strata = Counter((family_of(r), bool(r["is_correct"])) for r in data.eval)
+    assert len(data.eval) == n and len(strata) == 12 and max(strata.values()) - min(strata.values()) <= 1
+
+
+def test_strata_in_turn_keeps_each_stratum_in_its_order() -> None:
+    rows = [("b", 1), ("a", 1), ("b", 2), ("b", 3), ("a", 2)]
+    assert assembly.strata_in_turn(rows, lambda r: r[0]) == [("b", 1), ("a", 1), ("b", 2), ("a", 2), ("b", 3)]
+    assert assembly.strata_in_turn([], lambda r: r) == []
