@@ -43,10 +43,13 @@ def avoided_tasks(folder: str | Path | None) -> list[dict[str, Any]]:
     return [t for f in files for t in read_jsonl_tolerant(f)]
 
 
-def calibrate_command(model: str, data: Path, out: Path, passes: int, seed: int) -> list[str]:
-    """`proofcheck calibrate` over the slices, measuring only (the model card is left as it is)."""
+def calibrate_command(model: str, data: Path, out: Path, passes: int, seed: int,
+                      max_tokens: int | None = None) -> list[str]:
+    """`proofcheck calibrate` over the slices, measuring only (the model card is left as it is); `max_tokens`
+    None: the limit the model was trained with."""
     return [sys.executable, "-m", "proofcheck.app.cli", "calibrate", "--model", model, "--data", str(data),
-            "--max-k", str(passes), "--no-card", "--seed", str(seed), "--out", str(out), "--resume"]
+            "--max-k", str(passes), "--no-card", "--seed", str(seed), "--out", str(out), "--resume",
+            *(["--max-tokens", str(max_tokens)] if max_tokens else [])]
 
 
 def slice_of(proof_id: str) -> str:
@@ -101,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--families", default="all", help="families of the slices (default all)")
     p.add_argument("--passes", type=int, default=4, help="passes per proof (default 4)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, help="tokens per pass (default: what the model was trained with, 400 "
+                   "for the recomputed rationale, where 7 of 16 passes on parity proofs 3 steps longer were cut; a cut pass "
+                   "counts wrong)")
     p.add_argument("--out", default="runs/harder")
     p.add_argument("--by-family", action="store_true", help="also a row per family within each slice")
     p.add_argument("--table-only", action="store_true", help="the table from the finished runs in --out")
@@ -121,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
 
         for name, model in models.items():
             print(f"[harder] {name}: {model}", flush=True)
-            run_logged(calibrate_command(model, data / "harder.jsonl", out / name, args.passes, args.seed),
+            run_logged(calibrate_command(model, data / "harder.jsonl", out / name, args.passes, args.seed,
+                                         args.max_tokens),
                        out / "logs" / f"{name}.log")
     tasks = read_jsonl_tolerant(data / "harder.jsonl")
     families = {t["proof_id"]: t["family"] for t in tasks}

@@ -58,6 +58,9 @@ def test_the_command_is_proofcheck_calibrate_measuring_only() -> None:
     cmd = hh.calibrate_command("runs/m", Path("runs/h/data/harder.jsonl"), Path("runs/h/grpo"), 4, 0)
     args = build_parser().parse_args(cmd[3:])
     assert (args.model, args.max_k, args.no_card, args.resume, args.out) == ("runs/m", 4, True, True, "runs/h/grpo")
+    assert args.max_tokens is None   # the model's own limit
+    longer = hh.calibrate_command("runs/m", Path("runs/h/data/harder.jsonl"), Path("runs/h/grpo"), 4, 0, 640)
+    assert build_parser().parse_args(longer[3:]).max_tokens == 640
 
 
 def test_avoided_sets_are_read_and_a_missing_folder_is_named(tmp_path) -> None:
