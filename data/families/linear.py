@@ -87,19 +87,16 @@ def _brackets(rng: random.Random, p: Proof, v: str, a: int, b: int, right: str, 
                  for j, (aj, ej) in enumerate(brackets)]
         return " + ".join(terms) + (f" {signed(g)}" if g else "")
 
-    for j, (aj, ej) in enumerate(brackets):
-        which = "the bracket" if k == 1 else "the last bracket" if j == k - 1 else "the next bracket" if j else \
-            "the first bracket"
-        if j < k - 1:
-            p.add(f"Expanding {which}, {left(j + 1)} = {right}.", f"{aj}·{ej}={aj * ej} ok.",
-                  redo=f"{aj}·({ej}) = {aj * ej}: {left(j + 1)} = {right}", says=f"{left(j + 1)} = {right}")
-            continue
-        consts = "".join(f"{aq * eq:+d}" for aq, eq in brackets)[1 if brackets[0][0] * brackets[0][1] > 0 else 0:]
-        sums = f"{'+'.join(str(aq) for aq, _ in brackets)}={a}, " if k > 1 else ""
-        p.add(f"Expanding {which}, {left(k)} = {right}, so {linear(a, v, b)} = {right}.",
-              f"{aj}·{ej}={aj * ej}, {sums}{consts}{g:+d}={b} ok.",
-              redo=f"{aj}·({ej}) = {aj * ej}, {sums.replace('=', ' = ')}{consts} {signed(g)} = {b}: "
-                   f"{linear(a, v, b)} = {right}", says=f"{linear(a, v, b)} = {right}")
+    for j, (aj, ej) in enumerate(brackets[:-1]):
+        p.add(f"Expanding the {'next' if j else 'first'} bracket, {left(j + 1)} = {right}.", f"{aj}·{ej}={aj * ej} ok.",
+              redo=f"{aj}·({ej}) = {aj * ej}: {left(j + 1)} = {right}", says=f"{left(j + 1)} = {right}")
+    (aj, ej), products = brackets[-1], [aq * eq for aq, eq in brackets]
+    consts = f"{products[0]}" + "".join(f"{x:+d}" for x in products[1:])
+    sums = f"{'+'.join(str(aq) for aq in coefs)}={a}, " if k > 1 else ""
+    p.add(f"Expanding the {'last ' if k > 1 else ''}bracket, {left(k)} = {right}, so {linear(a, v, b)} = {right}.",
+          f"{aj}·{ej}={aj * ej}, {sums}{consts}{g:+d}={b} ok.",
+          redo=f"{aj}·({ej}) = {aj * ej}, {sums.replace('=', ' = ')}{consts} {signed(g)} = {b}: "
+               f"{linear(a, v, b)} = {right}", says=f"{linear(a, v, b)} = {right}")
     return f"{left(0)} = {right}"
 
 
