@@ -9,7 +9,8 @@ Draws the slices of `proofcheck.data.heldout.HARDER` (unseen wordings, 3 more st
 (a demo / long-recipe run's data folder: its sft, grpo, dev and eval sets) and checked not to leak into them
 (`leaks`: no shared problem, no held-out wording in a training proof), and writes them with their record
 (`--out/data/split.json`). Each `--model NAME=DIR` is then run once over every slice by `proofcheck calibrate
---no-card` (`--passes` passes per proof, resumable: a finished run is reused) into `--out/NAME`. The table gives,
+--no-card` (`--passes` passes per proof, resumable: a finished run is reused) into `--out/NAME`, each pass allowed
+the tokens the slices' longest gold verification needs (`pass_tokens`: a pass cut at its limit counts wrong). The table gives,
 per model and slice (and per family within a slice with `--by-family`), the per-pass TPR, TNR and Balanced F1
 and the k-pass decision's (majority and unanimity of `--passes`) with standard errors over proofs, from the
 records by `proofcheck.calibration` (the all-subsets rule). Written to `--out/HARDER.md` and `--json`.
@@ -46,10 +47,29 @@ def avoided_tasks(folder: str | Path | None) -> list[dict[str, Any]]:
 def calibrate_command(model: str, data: Path, out: Path, passes: int, seed: int,
                       max_tokens: int | None = None) -> list[str]:
     """`proofcheck calibrate` over the slices, measuring only (the model card is left as it is); `max_tokens`
-    None: the limit the model was trained with."""
+    None: the limit the model was trained with (`pass_tokens` sizes it)."""
     return [sys.executable, "-m", "proofcheck.app.cli", "calibrate", "--model", model, "--data", str(data),
             "--max-k", str(passes), "--no-card", "--seed", str(seed), "--out", str(out), "--resume",
             *(["--max-tokens", str(max_tokens)] if max_tokens else [])]
+
+
+def pass_tokens(model: str, tasks: list[dict[str, Any]], given: int | None) -> tuple[int, str]:
+    """Tokens per pass for `model` on `tasks`, and why: `given` (`--max-tokens`) as is, else the length the model
+    was trained with raised to hold the slices' longest gold verification in the model's tokens, with 15% to
+    spare (`data.rationale.fit_max_tokens`). The length slice's recomputed verifications run to ~700 tokens
+    against 400 trained: at the trained length a valid long proof could not be judged correct."""
+    if given:
+        return given, "--max-tokens"
+    from transformers import AutoTokenizer
+
+    from proofcheck.data.rationale import fit_max_tokens, longest_rationale
+    from proofcheck.prompt_card import card_max_tokens, read_prompt_card
+
+    tok = AutoTokenizer.from_pretrained(model)
+    longest = longest_rationale(tasks, lambda text: len(tok(text, add_special_tokens=False)["input_ids"]))
+    trained = card_max_tokens(read_prompt_card(model))
+    tokens = fit_max_tokens(longest, trained)
+    return tokens, f"the longest gold verification is {longest} tokens (+15%), trained with {trained or 'no record'}"
 
 
 def slice_of(proof_id: str) -> str:
@@ -104,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--families", default="all", help="families of the slices (default all)")
     p.add_argument("--passes", type=int, default=4, help="passes per proof (default 4)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-tokens", type=int, help="tokens per pass (default: what the model was trained with, 400 "
-                   "for the recomputed rationale, where 7 of 16 passes on parity proofs 3 steps longer were cut; a cut pass "
-                   "counts wrong)")
+    p.add_argument("--max-tokens", type=int, help="tokens per pass (default: the length the model was trained with, "
+                   "raised to hold the slices' longest gold verification with 15%% to spare; a cut pass counts wrong, "
+                   "and at the trained 400 most long expansions, equations and parity proofs could not be finished)")
     p.add_argument("--out", default="runs/harder")
     p.add_argument("--by-family", action="store_true", help="also a row per family within each slice")
     p.add_argument("--table-only", action="store_true", help="the table from the finished runs in --out")
@@ -125,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
                                                        for ts in sets.values() for t in ts), encoding="utf-8")
         from proofcheck.app.launch import run_logged
 
+        slices = read_jsonl_tolerant(data / "harder.jsonl")
         for name, model in models.items():
-            print(f"[harder] {name}: {model}", flush=True)
-            run_logged(calibrate_command(model, data / "harder.jsonl", out / name, args.passes, args.seed,
-                                         args.max_tokens),
+            tokens, why = pass_tokens(model, slices, args.max_tokens)
+            print(f"[harder] {name}: {model}, {tokens} tokens a pass ({why})", flush=True)
+            run_logged(calibrate_command(model, data / "harder.jsonl", out / name, args.passes, args.seed, tokens),
                        out / "logs" / f"{name}.log")
     tasks = read_jsonl_tolerant(data / "harder.jsonl")
     families = {t["proof_id"]: t["family"] for t in tasks}

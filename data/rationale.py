@@ -29,6 +29,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 from proofcheck.parsing import format_verdict
@@ -63,3 +65,21 @@ def gold_rationale(task: dict[str, Any], form: str = "checks") -> str:
 def with_rationale(tasks: list[dict[str, Any]], form: str = "checks") -> list[dict[str, Any]]:
     """Copies of `tasks` whose `gold_verification` is in `form` (the SFT rows' completion; `checks`: as drawn)."""
     return [{**t, "gold_verification": gold_rationale(t, form)} for t in tasks]
+
+
+def longest_rationale(tasks: list[dict[str, Any]], count: Callable[[str], int]) -> int:
+    """The longest gold verification of `tasks` in `count`'s units (a tokenizer's tokens), over every form a task
+    can be written in (the recomputed form needs `step_checks`): what a pass must be allowed to write."""
+    return max((count(gold_rationale(t, form)) for t in tasks for form in RATIONALE_FORMS
+                if form == "checks" or t.get("step_checks")), default=0)
+
+
+def fit_max_tokens(longest: int, floor: int | None, headroom: float = 0.15, step: int = 32) -> int:
+    """Tokens per pass that hold the longest gold verification with `headroom` to spare, rounded up to `step`,
+    and never below `floor` (the length the model was trained with). A pass cut at its limit counts as a wrong
+    answer, so a limit below what the proofs need measures the limit, not the verifier."""
+    if longest < 0 or headroom < 0 or step < 1:
+        raise ValueError(f"fit_max_tokens needs longest >= 0, headroom >= 0, step >= 1 (got {longest}, {headroom}, "
+                         f"{step})")
+    need = -(-math.ceil(longest * (1 + headroom)) // step) * step
+    return max(need, floor or 0)

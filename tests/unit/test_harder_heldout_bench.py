@@ -95,3 +95,20 @@ def test_calibrate_reads_the_slices_and_the_table_reads_its_records(tmp_path, ca
     table = capsys.readouterr().out
     for name in (hh.ALL_SLICES, *HARDER):
         assert f"| gold | {name} | {16 if name == hh.ALL_SLICES else 4} | 1.000" in table, table
+
+
+def test_a_pass_may_write_the_longest_gold_verification(tmp_path, tasks, tiny_model) -> None:
+    from transformers import AutoTokenizer
+
+    from proofcheck.data.rationale import RATIONALE_FORMS, gold_rationale
+    from proofcheck.prompt_card import write_prompt_card
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    tok.save_pretrained(tmp_path)
+    longest = max(len(tok(gold_rationale(t, f), add_special_tokens=False)["input_ids"])
+                  for t in tasks for f in RATIONALE_FORMS)
+    tokens, why = hh.pass_tokens(str(tmp_path), tasks, None)
+    assert longest * 1.15 <= tokens < longest * 1.15 + 32 and tokens % 32 == 0 and f"{longest} tokens" in why
+    write_prompt_card(tmp_path, False, max_completion_length=tokens + 100)  # trained longer: the trained length
+    assert hh.pass_tokens(str(tmp_path), tasks, None)[0] == tokens + 100
+    assert hh.pass_tokens(str(tmp_path), tasks, 64) == (64, "--max-tokens")

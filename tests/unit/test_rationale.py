@@ -13,7 +13,14 @@ from family_checkers import CHECKERS
 from proofcheck.data.families import ALL, FAMILIES, make_family_task
 from proofcheck.data.families._base import TRAINING, drawing
 from proofcheck.data.heldout import HARDER
-from proofcheck.data.rationale import RATIONALE_FORMS, gold_rationale, recomputed_lines, with_rationale
+from proofcheck.data.rationale import (
+    RATIONALE_FORMS,
+    fit_max_tokens,
+    gold_rationale,
+    longest_rationale,
+    recomputed_lines,
+    with_rationale,
+)
 from proofcheck.data.synth import balanced_tasks
 from proofcheck.parsing import parse_verifier_output
 
@@ -87,3 +94,31 @@ def test_default_chains_have_the_form_too_and_checks_is_unchanged() -> None:
 def test_what_cannot_be_written_is_named(task: dict, form: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         gold_rationale(task, form)
+
+
+def test_longest_rationale_takes_the_longer_form_of_the_longest_task() -> None:
+    tasks = balanced_tasks(12, seed=4, families=FAMILIES)
+    longest = longest_rationale(tasks, len)
+    assert longest == max(len(gold_rationale(t, f)) for t in tasks for f in RATIONALE_FORMS)
+    assert longest > max(len(gold_rationale(t, "checks")) for t in tasks)  # the recomputed form is the longer
+    plain = [{k: v for k, v in t.items() if k != "step_checks"} for t in tasks]  # no recomputed form to write
+    assert longest_rationale(plain, len) == max(len(t["gold_verification"]) for t in tasks)
+    assert longest_rationale([], len) == 0
+
+
+@pytest.mark.parametrize(("longest", "floor", "headroom", "step", "expected"), [
+    (714, 400, 0.15, 32, 832),   # 821.1 -> 822 -> the next multiple of 32
+    (360, 400, 0.15, 32, 416),   # the headroom lifts it past the trained length
+    (300, 400, 0.15, 32, 400),   # the trained length is the floor
+    (100, None, 0.15, 32, 128),
+    (64, None, 0.0, 32, 64),     # exactly a multiple: not rounded further
+    (65, None, 0.0, 1, 65),
+])
+def test_fit_max_tokens(longest: int, floor: int | None, headroom: float, step: int, expected: int) -> None:
+    assert fit_max_tokens(longest, floor, headroom, step) == expected
+
+
+@pytest.mark.parametrize("bad", [dict(longest=-1), dict(headroom=-0.1), dict(step=0)])
+def test_fit_max_tokens_refuses_nonsense(bad: dict) -> None:
+    with pytest.raises(ValueError, match="fit_max_tokens needs"):
+        fit_max_tokens(**{"longest": 10, "floor": None, **bad})
