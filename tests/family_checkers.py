@@ -100,6 +100,10 @@ _SQUARE = re.compile(r"n ≡ (\d) \(mod (\d)\), n\^2 ≡ (\d)\^2 = (\d+) ≡ (\d
 # a longer proof's other residues before a case: a n^2 from n^2's, b n, or the constant
 _TERM = re.compile(r"^(?:So|And) (\d*)(n\^2|n) ≡ (\d+)·(\d+) = (\d+) ≡ (\d) \(mod (\d)\)\.$")
 _CONST = re.compile(r"^And the constant (\d+) ≡ (\d) \(mod (\d)\)\.$")
+# the same in parity words: n^2's parity, then a n^2's, b n's or the constant's
+_W_SQUARE = re.compile(r"^For n (even|odd), n\^2 is (even|odd)\.$")
+_W_TERM = re.compile(r"^(?:So|And) (\d*)(n\^2|n) is (even|odd)\.$")
+_W_CONST = re.compile(r"^And the constant (\d+) is (even|odd)\.$")
 _WORDS = re.compile(r"((?:\d*n(?:\^2)?|\d+)(?: \+ (?:\d*n(?:\^2)?|\d+))*) is (even|odd)")
 
 
@@ -131,6 +135,16 @@ def check_parity(t: dict) -> int:
         elif s := _CONST.match(step):
             c, r, m = map(int, s.groups())
             ok = m == mod and c == f.subs(n, 0) and c % m == r
+        elif s := _W_SQUARE.match(step):
+            case = int(s.group(1) == "odd")
+            ok = mod == 2 and s.group(2) == s.group(1)
+        elif s := _W_TERM.match(step):
+            coef, term, p = s.groups()
+            ok = mod == 2 and int(coef or 1) == f.coeff(n, 2 if term == "n^2" else 1) \
+                and (int(coef or 1) * case) % 2 == (p == "odd")
+        elif s := _W_CONST.match(step):
+            c, p = s.groups()
+            ok = mod == 2 and int(c) == f.subs(n, 0) and int(c) % 2 == (p == "odd")
         elif c := _CONG.search(step):
             i, m, lhs, sub, val, r, m2 = c.groups()
             i, m, val, r = int(i), int(m), int(val), int(r)

@@ -85,7 +85,7 @@ class Variant:
     the ones no training proof uses (its second), "any" either. `longer` > 0: proofs `longer` steps longer (chains and
     stories more steps; equations `longer` brackets to expand first, expansions `longer` more brackets each in
     a step of its own, bounds the constant added in `longer` + 1 moves; parity proofs `longer` steps more per
-    case, up to 3: the residues of n^2, a n^2 and b n first). `scale`: number sizes multiplied
+    case, up to 3: the residues (or, in parity words, the parities) of n^2, a n^2 and b n first). `scale`: number sizes multiplied
     (operands, constants, start values, intervals). With the default every draw is exactly the one made
     before variants existed (same `rng` calls, same choices).
     """

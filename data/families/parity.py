@@ -5,7 +5,8 @@ r mod 3 for every integer n (the claim is what the proof concludes). The proof s
 residues of n mod 2 or mod 3, shows f's residue in each case, and concludes. Case steps come in
 three wordings: congruences (`n ≡ 2 (mod 3)`, then `f ≡ 2^2 + 3·2 + 4 = 14 ≡ 2 (mod 3)`), algebra
 (`n = 3k + 2`, then `f = 9k^2 + 21k + 14 = 3(3k^2 + 7k + 4) + 2`) and parity words (`3n^2 is odd
-and 3n is odd, so 3n^2 + 3n is even`). Kinds:
+and 3n is odd, so 3n^2 + 3n is even`). A longer proof (`Variant.longer`) gives, before each case, the
+residues (in parity words the parities) of n^2, a n^2 and b n a step each; algebra has no longer form. Kinds:
 
 - `valid`: f has the same residue in every case and every case is shown right;
 - `arithmetic`: one case's value is miscomputed so that it agrees with the others;
@@ -143,6 +144,18 @@ def _parity(x: int) -> str:
     return "even" if x % 2 == 0 else "odd"
 
 
+def _words_residues(a: int, b: int, c: int, i: int) -> list[tuple[str, str, str, str]]:
+    """As `_residues`, in parity words (m = 2): before the case n = i mod 2, the parity of n^2, then of a n^2, then
+    of b n (or of the constant c when b is 0), each (step, check, redo, says)."""
+    n, an2 = _parity(i), _parity(a * i)
+    last = (f"{poly(0, b, 0)} is {_parity(b * i)}", f"{b} is {_parity(b)} and n is {n}, so {poly(0, b, 0)} is "
+            f"{_parity(b * i)}") if b else (f"the constant {c} is {_parity(c)}", f"{c} is {_parity(c)}")
+    return [(f"For n {n}, n^2 is {n}.", f"n {n}: n^2 is {n} ok.", f"n {n}: n·n is {n}", f"n^2 is {n}"),
+            (f"So {poly(a, 0, 0)} is {an2}.", f"{poly(a, 0, 0)} is {an2} ok.",
+             f"{a} is {_parity(a)} and n^2 is {n}, so {poly(a, 0, 0)} is {an2}", f"{poly(a, 0, 0)} is {an2}"),
+            (f"And {last[0]}.", f"{last[0]} ok.", last[1], last[0])]
+
+
 def _case_words(rng: random.Random, f: str, a: int, b: int, c: int, i: int,
                 wrong: bool) -> Case:
     """Parity words for m = 2; `wrong` misapplies the rule for a sum (needs b > 0)."""
@@ -174,7 +187,7 @@ def make(rng: random.Random, kind: str) -> Draft:
         raise ValueError(f"unknown parity kind {kind!r}; choose one of {', '.join(KINDS)}")
     wording = {"wrong_rule": "words", "arithmetic": pick(rng, ("congruence", "algebra"))}.get(
         kind, pick(rng, ("congruence", "algebra", "words")))
-    if variant().longer and kind != "wrong_rule":  # longer proofs: congruences, each case in two steps
+    if variant().longer and wording == "algebra":  # longer proofs: each term's residue first, then the case
         wording = "congruence"
     m = 2 if wording == "words" else rng.choice([2, 3])
     a, b, c, r, e = _params(rng, kind, m)
@@ -188,6 +201,8 @@ def make(rng: random.Random, kind: str) -> Draft:
         if i == e and kind == "case_missed":
             continue
         if wording == "words":
+            for text, check, redo, says in _words_residues(a, b, c, i)[:variant().longer]:
+                p.add(text, check, redo=redo, says=says)
             step, check, wrong, re_ = _case_words(rng, f, a, b, c, i, i == e and kind == "wrong_rule")
         else:
             if wording == "congruence" and variant().longer:  # a longer proof: the terms' residues first, a step each
