@@ -51,11 +51,11 @@ HARDER: dict[str, Variant] = {
 SPLIT_FILE = "split.json"
 # What a training set may draw beyond the plain training proofs, every harder slice still beyond it: numbers 3x
 # (the slices: 10x), and proofs one step (parity: one per case) longer in every family (the slices: 3 more): a
-# bracket to expand, a third bracket, a constant in two moves, n^2's residue first. (family None: every family the
-# run trains on)
-VARIED_TRAINING: dict[str, tuple[Variant, tuple[str, ...] | None]] = {
-    "larger": (Variant(scale=3), None),
-    "longer": (Variant(longer=1), None),
+# bracket to expand, a third bracket, a constant in two moves, n^2's residue first. Each is drawn in every family
+# the run trains on.
+VARIED_TRAINING: dict[str, Variant] = {
+    "larger": Variant(scale=3),
+    "longer": Variant(longer=1),
 }
 
 
@@ -80,20 +80,17 @@ def varied_training(name: str, n: int, families: FamilyChoice = "all",
                     exclude: Iterable[str] = ()) -> dict[str, VariedSet]:
     """The sets that draw about `n` of training set `name`'s tasks under `VARIED_TRAINING`, for the families the
     run trains (`families` minus `exclude`): `<name>-<variant>` -> `VariedSet`. Sizes are even
-    (valid/flawed pairs) and in proportion to the families a variant draws, so every family gets as many varied
-    proofs of each variant it has. `disjoint_splits` draws them (`variants`, per-set `families`).
+    (valid/flawed pairs), a share of `n` per variant, every family as many proofs of each.
+    `disjoint_splits` draws them (`variants`, per-set `families`).
 
-    >>> {k: (n, fams) for k, (n, _, fams) in varied_training("sft", 90, ["linear", "prose"]).items()}
-    {'sft-larger': (60, ['prose', 'linear']), 'sft-longer': (30, ['prose'])}
+    >>> {k: (n, fams) for k, (n, _, fams) in varied_training("sft", 96, ["linear", "prose"]).items()}
+    {'sft-larger': (48, ['prose', 'linear']), 'sft-longer': (48, ['prose', 'linear'])}
     """
     chosen = resolve(None if families == "all" else families, exclude)
-    fams = {k: [f for f in chosen if only is None or f in only] for k, (_, only) in VARIED_TRAINING.items()}
-    fams = {k: f for k, f in fams.items() if f}
-    if n <= 0 or not fams:
+    if n <= 0:
         return {}
-    per_family = n / sum(len(f) for f in fams.values())
-    return {f"{name}-{k}": VariedSet(round(per_family * len(f) / 2) * 2, VARIED_TRAINING[k][0], f)
-            for k, f in fams.items()}
+    per_variant = n / len(VARIED_TRAINING)
+    return {f"{name}-{k}": VariedSet(round(per_variant / 2) * 2, v, list(chosen)) for k, v in VARIED_TRAINING.items()}
 
 
 @cache

@@ -26,7 +26,7 @@ from proofcheck.data.synth import disjoint_splits
 from proofcheck.schemas import AnnotatedProof
 
 VARIANTS = {"training": TRAINING, **HARDER, "any-wording": Variant(wordings="any", longer=1, scale=3),
-            **{f"warm-up-{name}": v for name, (v, _) in VARIED_TRAINING.items()}}
+            **{f"warm-up-{name}": v for name, v in VARIED_TRAINING.items()}}
 SEEDS = range(25)
 
 
@@ -142,7 +142,7 @@ def test_harder_splits_are_balanced_disjoint_traceable_and_do_not_leak(tmp_path)
 
 
 def test_the_record_counts_what_training_drew_beyond_the_plain_proofs(tmp_path) -> None:
-    larger = VARIED_TRAINING["larger"][0]
+    larger = VARIED_TRAINING["larger"]
     sets = disjoint_splits({"sft": 12, "sft-larger": 6}, seed=2, families="all", variants={"sft-larger": larger})
     train = sets["sft"] + sets["sft-larger"]
     folder = write_harder(tmp_path / "h", harder_splits(6, seed=2, avoid=train), seed=2, train=train)
