@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proofcheck.app.demo_report import console
+from proofcheck.data.families import ALL, family_choice
 from proofcheck.time_budget import units_that_fit
 
 if TYPE_CHECKING:
@@ -75,6 +76,13 @@ def _score_items() -> tuple[int, int]:
         return sum(1 for line in (SAMPLES_DIR / name).read_text(encoding="utf-8").splitlines() if line.strip())
 
     return count("submissions.jsonl"), count("annotated.jsonl")
+
+
+def eval_round(families: str | None) -> int:
+    """Proofs in one round of a held-out set's strata: a valid and a flawed proof of each family it draws (12 for
+    all six, 2 for the chains recipe); a cut set keeps whole rounds (`assembly.strata_in_turn`)."""
+    chosen = family_choice(families)
+    return 2 * (1 if chosen is None else len(ALL) if chosen == "all" else len(chosen))
 
 
 class Plan:
@@ -165,12 +173,14 @@ class Plan:
 
     def _fit_long_evaluation(self, unit: float) -> None:
         """The long recipe's held-out evaluation, cut on a slow host so that its two runs take at most
-        `LONG_EVAL_SHARE` of GRPO's time (at least `LONG_EVAL_FLOOR` proofs, a multiple of 12: every family's
-        valid/flawed pairs alike); a host where they fit keeps every proof, and the runs stay comparable."""
+        `LONG_EVAL_SHARE` of GRPO's time (at least `LONG_EVAL_FLOOR` proofs, in whole rounds of `eval_round`:
+        every family's valid/flawed pairs alike); a host where they fit keeps every proof, and the runs stay
+        comparable."""
         per_task = 2 * self.cfg.eval_passes * EVAL_PASS_STEPS * unit
         fit = int(LONG_EVAL_SHARE * self.grpo_budget() / per_task)
         if fit < self.eval_tasks:
-            self.eval_tasks = max(min(LONG_EVAL_FLOOR, self.eval_tasks), 12 * (fit // 12))
+            rnd = eval_round(self.cfg.families)
+            self.eval_tasks = max(min(LONG_EVAL_FLOOR, self.eval_tasks), rnd * (fit // rnd))
 
     def grpo_budget(self) -> float:
         """Everything left but the scoring's share (the GRPO run stops its steps to fit)."""
