@@ -10,7 +10,7 @@ Draws the slices of `proofcheck.data.heldout.HARDER` (unseen wordings, 3 more st
 (`leaks`: no shared problem, no held-out wording in a training proof), and writes them with their record
 (`--out/data/split.json`). Each `--model NAME=DIR` is then run once over every slice by `proofcheck calibrate
 --no-card` (`--passes` passes per proof, resumable: a finished run is reused) into `--out/NAME`, each pass allowed
-the tokens the slices' longest gold verification needs (`pass_tokens`: a pass cut at its limit counts wrong). The table gives,
+the tokens the slices' longest gold verification needs (`pass_tokens`: a pass cut at its limit is never an accept). The table gives,
 per model and slice (and per family within a slice with `--by-family`), the per-pass TPR, TNR and Balanced F1
 and the k-pass decision's (majority and unanimity of `--passes`) with standard errors over proofs, from the
 records by `proofcheck.calibration` (the all-subsets rule). Written to `--out/HARDER.md` and `--json`.
@@ -72,6 +72,15 @@ def pass_tokens(model: str, tasks: list[dict[str, Any]], given: int | None) -> t
     return tokens, f"the longest gold verification is {longest} tokens (+15%), trained with {trained or 'no record'}"
 
 
+def cut_at(records: list[dict[str, Any]], tokens: int) -> list[dict[str, Any]]:
+    """The records as a run limited to `tokens` a pass would have left them: a pass that wrote more is cut
+    (`finish_reason` "length", which parses as invalid: never an accept). Seeded sampling writes the same first tokens whatever the
+    limit, so one run at a larger limit also measures a smaller one."""
+    def cut(t: dict[str, Any]) -> dict[str, Any]:
+        return {**t, "finish_reason": "length"} if int(t.get("completion_tokens") or 0) > tokens else t
+    return [{**r, "verifier_trials": [cut(t) for t in r["verifier_trials"]]} for r in records]
+
+
 def slice_of(proof_id: str) -> str:
     """The slice a harder held-out proof belongs to, from its id (`synth-hard-size-00012-p0`)."""
     return next((name for name in HARDER if proof_id.startswith(f"synth-{name}-")), "other")
@@ -125,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--passes", type=int, default=4, help="passes per proof (default 4)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-tokens", type=int, help="tokens per pass (default: the length the model was trained with, "
-                   "raised to hold the slices' longest gold verification with 15%% to spare; a cut pass counts wrong, "
-                   "and at the trained 400 most long expansions, equations and parity proofs could not be finished)")
+                   "raised to hold the slices' longest gold verification with 15%% to spare; a cut pass is invalid, never "
+                   "an accept, and at the trained 400 most long expansions, equations and parity proofs could not be finished)")
+    p.add_argument("--cut-at", type=int, metavar="TOKENS", help="also rows for the same passes cut at TOKENS (e.g. "
+                   "the trained 400): what a smaller limit costs, from this run's records")
     p.add_argument("--out", default="runs/harder")
     p.add_argument("--by-family", action="store_true", help="also a row per family within each slice")
     p.add_argument("--table-only", action="store_true", help="the table from the finished runs in --out")
@@ -159,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
 
         records = latest_records(read_jsonl_tolerant(run / "records.jsonl"), ("proof_id",), str(run))
         results[run.name] = model_rows(records, families, args.passes, args.by_family)
+        if args.cut_at:
+            results[f"{run.name}, cut at {args.cut_at}"] = model_rows(cut_at(records, args.cut_at), families,
+                                                                     args.passes, args.by_family)
     return publish(out, "HARDER.md", results, lambda r: markdown(r, args.passes), args.json)
 
 

@@ -76,8 +76,9 @@ def longest_rationale(tasks: list[dict[str, Any]], count: Callable[[str], int]) 
 
 def fit_max_tokens(longest: int, floor: int | None, headroom: float = 0.15, step: int = 32) -> int:
     """Tokens per pass that hold the longest gold verification with `headroom` to spare, rounded up to `step`,
-    and never below `floor` (the length the model was trained with). A pass cut at its limit counts as a wrong
-    answer, so a limit below what the proofs need measures the limit, not the verifier."""
+    and never below `floor` (the length the model was trained with). A pass cut at its limit is invalid, never an
+    accept: below what the proofs need, a valid proof cannot be accepted, and the limit is measured, not the
+    verifier."""
     if longest < 0 or headroom < 0 or step < 1:
         raise ValueError(f"fit_max_tokens needs longest >= 0, headroom >= 0, step >= 1 (got {longest}, {headroom}, "
                          f"{step})")

@@ -52,6 +52,26 @@ def test_the_table_reads_each_finished_run(tmp_path, tasks, capsys) -> None:
     assert set(json.loads((tmp_path / "rows.json").read_text())) == {"grpo", "sft"}
 
 
+def test_passes_longer_than_a_cut_count_wrong(tmp_path, tasks, capsys) -> None:
+    """`--cut-at`: the gold answers, written in 9 tokens except the length slice's in 500, keep 1.0 where they
+    fit; at a cut of 400 every long pass is invalid, never an accept: no valid long proof is accepted (a flawed
+    one is still not accepted, as the pessimistic rule reads an invalid pass)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "harder.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    records = _records(tasks, lambda t: t["gold_verification"])
+    for r in records:
+        for trial in r["verifier_trials"]:
+            trial["completion_tokens"] = 500 if hh.slice_of(r["proof_id"]) == "hard-length" else 9
+    (tmp_path / "grpo").mkdir()
+    (tmp_path / "grpo" / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert hh.main(["--out", str(tmp_path), "--table-only", "--cut-at", "400", "--json", str(tmp_path / "r.json")]) == 0
+    rows = json.loads((tmp_path / "r.json").read_text())
+    assert rows["grpo"]["hard-length"]["bal_f1"] == 1.0 and rows["grpo, cut at 400"]["hard-size"]["bal_f1"] == 1.0
+    cut = rows["grpo, cut at 400"]["hard-length"]
+    assert cut["tpr"] == 0.0 and cut["tnr"] == 1.0 and cut["bal_f1"] == 0.0   # every pass invalid: nothing accepted
+    assert hh.cut_at(records, 500) == records          # a pass of exactly the limit is not cut
+
+
 def test_the_command_is_proofcheck_calibrate_measuring_only() -> None:
     from proofcheck.app.cli import build_parser
 
