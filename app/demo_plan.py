@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proofcheck.app.demo_report import console
-from proofcheck.data.families import ALL, family_choice
+from proofcheck.data.families import ALL, family_selection
 from proofcheck.time_budget import units_that_fit
 
 if TYPE_CHECKING:
@@ -78,11 +78,14 @@ def _score_items() -> tuple[int, int]:
     return count("submissions.jsonl"), count("annotated.jsonl")
 
 
-def eval_round(families: str | None) -> int:
+def eval_round(families: str | None, exclude_family: str | None = None) -> int:
     """Proofs in one round of a held-out set's strata: a valid and a flawed proof of each family it draws (12 for
-    all six, 2 for the chains recipe); a cut set keeps whole rounds (`assembly.strata_in_turn`)."""
-    chosen = family_choice(families)
-    return 2 * (1 if chosen is None else len(ALL) if chosen == "all" else len(chosen))
+    all six, 2 for the chains recipe); a cut set keeps whole rounds (`assembly.strata_in_turn`). As
+    `demo.draw_task_sets` draws it: leaving a family out draws every family's held-out proofs."""
+    if not (families or exclude_family):
+        return 2
+    chosen = family_selection(families)
+    return 2 * (len(ALL) if chosen == "all" else len(chosen))
 
 
 class Plan:
@@ -179,8 +182,9 @@ class Plan:
         per_task = 2 * self.cfg.eval_passes * EVAL_PASS_STEPS * unit
         fit = int(LONG_EVAL_SHARE * self.grpo_budget() / per_task)
         if fit < self.eval_tasks:
-            rnd = eval_round(self.cfg.families)
-            self.eval_tasks = max(min(LONG_EVAL_FLOOR, self.eval_tasks), rnd * (fit // rnd))
+            rnd = eval_round(self.cfg.families, self.cfg.exclude_family)
+            floor = min(self.eval_tasks, rnd * math.ceil(LONG_EVAL_FLOOR / rnd))
+            self.eval_tasks = max(floor, rnd * (fit // rnd))
 
     def grpo_budget(self) -> float:
         """Everything left but the scoring's share (the GRPO run stops its steps to fit)."""

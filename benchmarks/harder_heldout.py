@@ -46,8 +46,8 @@ def avoided_tasks(folder: str | Path | None) -> list[dict[str, Any]]:
 
 def calibrate_command(model: str, data: Path, out: Path, passes: int, seed: int,
                       max_tokens: int | None = None) -> list[str]:
-    """`proofcheck calibrate` over the slices, measuring only (the model card is left as it is); `max_tokens`
-    None: the limit the model was trained with (`pass_tokens` sizes it)."""
+    """`proofcheck calibrate` over the slices, measuring only (the model card is left as it is), `max_tokens` a
+    pass (`main` passes `pass_tokens`' choice; None: the limit the model was trained with)."""
     return [sys.executable, "-m", "proofcheck.app.cli", "calibrate", "--model", model, "--data", str(data),
             "--max-k", str(passes), "--no-card", "--seed", str(seed), "--out", str(out), "--resume",
             *(["--max-tokens", str(max_tokens)] if max_tokens else [])]
@@ -58,7 +58,7 @@ def pass_tokens(model: str, tasks: list[dict[str, Any]], given: int | None) -> t
     was trained with raised to hold the slices' longest gold verification in the model's tokens, with 15% to
     spare (`data.rationale.fit_max_tokens`). The length slice's recomputed verifications run to ~700 tokens
     against 400 trained: at the trained length a valid long proof could not be judged correct."""
-    if given:
+    if given is not None:
         return given, "--max-tokens"
     from transformers import AutoTokenizer
 
@@ -77,7 +77,7 @@ def cut_at(records: list[dict[str, Any]], tokens: int) -> list[dict[str, Any]]:
     (`finish_reason` "length", which parses as invalid: never an accept). Seeded sampling writes the same first tokens whatever the
     limit, so one run at a larger limit also measures a smaller one."""
     def cut(t: dict[str, Any]) -> dict[str, Any]:
-        return {**t, "finish_reason": "length"} if int(t.get("completion_tokens") or 0) > tokens else t
+        return {**t, "finish_reason": "length"} if int(t["completion_tokens"]) > tokens else t
     return [{**r, "verifier_trials": [cut(t) for t in r["verifier_trials"]]} for r in records]
 
 

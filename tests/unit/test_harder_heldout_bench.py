@@ -52,7 +52,7 @@ def test_the_table_reads_each_finished_run(tmp_path, tasks, capsys) -> None:
     assert set(json.loads((tmp_path / "rows.json").read_text())) == {"grpo", "sft"}
 
 
-def test_passes_longer_than_a_cut_count_wrong(tmp_path, tasks, capsys) -> None:
+def test_passes_longer_than_a_cut_are_invalid_never_accepts(tmp_path, tasks, capsys) -> None:
     """`--cut-at`: the gold answers, written in 9 tokens except the length slice's in 500, keep 1.0 where they
     fit; at a cut of 400 every long pass is invalid, never an accept: no valid long proof is accepted (a flawed
     one is still not accepted, as the pessimistic rule reads an invalid pass)."""

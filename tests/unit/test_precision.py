@@ -418,27 +418,6 @@ def test_the_long_recipe_cuts_its_evaluation_only_where_it_does_not_fit(machine,
     assert evals_s <= LONG_EVAL_SHARE * plan.grpo_budget() or plan.eval_tasks == 48
 
 
-@pytest.mark.parametrize(("families", "proofs"), [(None, 2), ("chain", 2), ("all", 12), ("linear,parity", 4),
-                                                  ("linear, parity, chain", 6)])
-def test_a_round_of_the_held_out_set_is_a_pair_per_family(families, proofs) -> None:
-    from proofcheck.app.demo_plan import eval_round
-
-    assert eval_round(families) == proofs
-
-
-def test_a_cut_evaluation_keeps_whole_rounds_of_its_own_families() -> None:
-    """Two families: the cut keeps a multiple of 4 (a valid and a flawed proof each), not of the six families' 12."""
-    import time
-
-    from proofcheck.app.demo import DemoConfig, Plan
-
-    plan = Plan(DemoConfig.full_recipe(families="linear,parity"), decide(AVX2))
-    plan.t0 = time.perf_counter() - (plan.cfg.budget_s - 1881.0)
-    plan.record["sft"] = {"first_step_s": 71.0, "median_step_s": 12.0}
-    plan.scale_work()
-    assert plan.eval_tasks % 4 == 0 and plan.eval_tasks % 12 != 0 and 48 < plan.eval_tasks < 192
-
-
 def test_a_long_recipe_told_its_evaluation_keeps_it() -> None:
     """`--eval-tasks` given (leave one family out: 144, 24 per family): the plan keeps it on a slow host."""
     import time
