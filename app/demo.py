@@ -152,7 +152,7 @@ def draw_task_sets(cfg: DemoConfig) -> tuple[dict[str, list[dict[str, Any]]], di
     from proofcheck.data.heldout import varied_training
     from proofcheck.data.synth import disjoint_splits
 
-    if not (cfg.families or cfg.exclude_family):
+    if cfg.chains_only:
         sizes = {"sft": cfg.sft_tasks, "grpo": cfg.grpo_tasks, "dev": cfg.dev_tasks, "eval": cfg.eval_tasks}
         return disjoint_splits(sizes, seed=cfg.seed), {}
     families = family_selection(cfg.families)

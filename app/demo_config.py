@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from proofcheck.app.launch import Delta, fill_from_recipe, recipe_record
-from proofcheck.data.families import family_choice
+from proofcheck.data.families import family_choice, family_selection, resolve
 
 # DemoConfig field -> the recipe YAML key it reads (None in DemoConfig: the recipe's value, its mode's delta applied)
 RECIPE_FIELDS = {"grpo_steps": "max_steps", "grpo_lr": "learning_rate", "eval_tasks": "eval_max_samples",
@@ -143,6 +143,17 @@ class DemoConfig:
         values = fill_from_recipe(self, RECIPE_FIELDS)
         if self.max_tokens is None:
             self.max_tokens = values["eval_max_new_tokens"]
+
+    @property
+    def chains_only(self) -> bool:
+        """Neither --families nor --exclude-family: the historical arithmetic-chain draws (`disjoint_splits`
+        without families)."""
+        return not (self.families or self.exclude_family)
+
+    def held_out_families(self) -> tuple[str, ...]:
+        """The families the held-out (eval and dev) sets draw: a left-out family is kept there."""
+        chosen = family_selection(self.families)
+        return ("chain",) if self.chains_only else resolve(None if chosen == "all" else chosen)
 
     @property
     def recipe_summary(self) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proofcheck.app.demo_report import console
-from proofcheck.data.families import ALL, family_selection
 from proofcheck.time_budget import units_that_fit
 
 if TYPE_CHECKING:
@@ -76,16 +75,6 @@ def _score_items() -> tuple[int, int]:
         return sum(1 for line in (SAMPLES_DIR / name).read_text(encoding="utf-8").splitlines() if line.strip())
 
     return count("submissions.jsonl"), count("annotated.jsonl")
-
-
-def eval_round(families: str | None, exclude_family: str | None = None) -> int:
-    """Proofs in one round of a held-out set's strata: a valid and a flawed proof of each family it draws (12 for
-    all six, 2 for the chains recipe); a cut set keeps whole rounds (`assembly.strata_in_turn`). As
-    `demo.draw_task_sets` draws it: leaving a family out draws every family's held-out proofs."""
-    if not (families or exclude_family):
-        return 2
-    chosen = family_selection(families)
-    return 2 * (len(ALL) if chosen == "all" else len(chosen))
 
 
 class Plan:
@@ -176,13 +165,13 @@ class Plan:
 
     def _fit_long_evaluation(self, unit: float) -> None:
         """The long recipe's held-out evaluation, cut on a slow host so that its two runs take at most
-        `LONG_EVAL_SHARE` of GRPO's time (at least `LONG_EVAL_FLOOR` proofs, in whole rounds of `eval_round`:
-        every family's valid/flawed pairs alike); a host where they fit keeps every proof, and the runs stay
-        comparable."""
+        `LONG_EVAL_SHARE` of GRPO's time (at least `LONG_EVAL_FLOOR` proofs, in whole rounds of a valid and a
+        flawed proof per held-out family, as `assembly.strata_in_turn` cuts); a host where they fit keeps every
+        proof, and the runs stay comparable."""
         per_task = 2 * self.cfg.eval_passes * EVAL_PASS_STEPS * unit
         fit = int(LONG_EVAL_SHARE * self.grpo_budget() / per_task)
         if fit < self.eval_tasks:
-            rnd = eval_round(self.cfg.families, self.cfg.exclude_family)
+            rnd = 2 * len(self.cfg.held_out_families())
             floor = min(self.eval_tasks, rnd * math.ceil(LONG_EVAL_FLOOR / rnd))
             self.eval_tasks = max(floor, rnd * (fit // rnd))
 

@@ -154,15 +154,15 @@ def main(argv: list[str] | None = None) -> int:
             write_harder(data, sets, args.seed, train=avoided_tasks(args.avoid))
             (data / "harder.jsonl").write_text("".join(json.dumps(t, ensure_ascii=False) + "\n"
                                                        for ts in sets.values() for t in ts), encoding="utf-8")
+    tasks = read_jsonl_tolerant(data / "harder.jsonl")
+    if not args.table_only:
         from proofcheck.app.launch import run_logged
 
-        slices = read_jsonl_tolerant(data / "harder.jsonl")
         for name, model in models.items():
-            tokens, why = pass_tokens(model, slices, args.max_tokens)
+            tokens, why = pass_tokens(model, tasks, args.max_tokens)
             print(f"[harder] {name}: {model}, {tokens} tokens a pass ({why})", flush=True)
             run_logged(calibrate_command(model, data / "harder.jsonl", out / name, args.passes, args.seed, tokens),
                        out / "logs" / f"{name}.log")
-    tasks = read_jsonl_tolerant(data / "harder.jsonl")
     families = {t["proof_id"]: t["family"] for t in tasks}
     results = {}
     for run in sorted(d for d in out.iterdir() if (d / "records.jsonl").is_file()):

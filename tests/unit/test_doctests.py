@@ -22,17 +22,11 @@ def modules_with_examples() -> list[str]:
     """Import names of the package modules whose source holds `>>>`."""
     dirs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     names = []
-    for package, folder in dirs.items():
-        for path in sorted((REPO / folder).glob("*.py")):
+    for package, folder in dirs.items():   # the folders are siblings: none holds another's package
+        for path in sorted((REPO / folder).rglob("*.py")):
             if ">>>" in path.read_text(encoding="utf-8"):
-                names.append(package if path.stem == "__init__" else f"{package}.{path.stem}")
-        for sub in sorted(p for p in (REPO / folder).iterdir() if (p / "__init__.py").is_file()):
-            if f"{package}.{sub.name}" in dirs:
-                continue   # a package of its own in package-dir
-            for path in sorted(sub.glob("*.py")):
-                if ">>>" in path.read_text(encoding="utf-8"):
-                    stem = "" if path.stem == "__init__" else f".{path.stem}"
-                    names.append(f"{package}.{sub.name}{stem}")
+                parts = path.relative_to(REPO / folder).with_suffix("").parts
+                names.append(".".join([package, *(p for p in parts if p != "__init__")]))
     return names
 
 

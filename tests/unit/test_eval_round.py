@@ -1,5 +1,5 @@
-"""The long recipe's cut held-out set keeps whole rounds of its own families (`demo_plan.eval_round`: a valid
-and a flawed proof per family, as `demo.draw_task_sets` draws and `assembly.strata_in_turn` cuts)."""
+"""The long recipe's cut held-out set keeps whole rounds of its own families (`DemoConfig.held_out_families`: a
+valid and a flawed proof per family, as `demo.draw_task_sets` draws and `assembly.strata_in_turn` cuts)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,25 @@ import time
 
 import pytest
 
-from proofcheck.app.demo import DemoConfig, Plan
-from proofcheck.app.demo_plan import LONG_EVAL_FLOOR, eval_round
+from proofcheck.app.demo import DemoConfig, Plan, draw_task_sets
+from proofcheck.app.demo_plan import LONG_EVAL_FLOOR
+from proofcheck.data.families import ALL
 from proofcheck.precision import Machine, decide
 
 AVX2 = Machine("cpu", "x86_64", frozenset({"avx", "avx2", "fma"}), "AVX2")
 
 
-@pytest.mark.parametrize(("families", "exclude", "proofs"), [
-    (None, None, 2), ("chain", None, 2), ("all", None, 12), ("linear,parity", None, 4),
-    ("linear, parity, chain", None, 6),
-    (None, "parity", 12),   # leaving a family out draws every family's held-out proofs
+@pytest.mark.parametrize(("families", "exclude", "held_out"), [
+    (None, None, ("chain",)), ("chain", None, ("chain",)), ("all", None, ALL), ("linear,parity", None, ("linear", "parity")),
+    ("linear, parity, chain", None, ("chain", "linear", "parity")),
+    (None, "parity", ALL),   # leaving a family out draws every family's held-out proofs
 ])
-def test_a_round_is_a_pair_per_family_of_the_held_out_set(families, exclude, proofs) -> None:
-    assert eval_round(families, exclude) == proofs
+def test_the_held_out_families_are_what_the_sets_draw(tmp_path, families, exclude, held_out) -> None:
+    cfg = DemoConfig(workdir=tmp_path, families=families, exclude_family=exclude, sft_tasks=24, grpo_tasks=12,
+                     dev_tasks=12, eval_tasks=24)
+    assert cfg.held_out_families() == held_out
+    sets, _ = draw_task_sets(cfg)
+    assert {t.get("family", "chain") for t in sets["eval"]} == set(held_out)
 
 
 def _cut(families: str, median_s: float) -> int:
