@@ -257,6 +257,7 @@ def before_after(grpo_summary: dict[str, Any], cfg: DemoConfig) -> dict[str, dic
         out = {k: m.get(k) for k in LEARNING_KEYS}
         out.update({f"{k}_se": m.get(f"{k}_se") for k in LEARNING_KEYS})
         out.update(n_tasks=m["n_proofs"], passes=cfg.eval_passes, step=m["step"], seconds=m.get("seconds"),
+                   n_cut_passes=m.get("n_cut_passes"),
                    generation=m.get("generation"), by_family=m.get("by_family"), kpass_curve=m.get("kpass_curve"),
                    paired_gain=m.get("paired_gain"))
         return out

@@ -131,6 +131,9 @@ def write_report(path: Path, *, host: str, evals: dict[str, dict[str, Any]], rea
         se = {"rough_bal_f1": g.get("rough_bal_f1_gain_se"), "rough_tnr": g.get("rough_tnr_gain_se")}.get(k)
         change = "-" if d is None else f"{d:+.3f}" + (f" +- {se:.3f} (paired)" if se else "")
         lines.append(f"| {name} | {_cell(b, k)} | {_cell(a, k)} | {change} |")
+    if b.get("n_cut_passes") is not None and a.get("n_cut_passes") is not None:
+        lines += ["", f"Passes cut at the token limit (invalid, never an accept): {b['n_cut_passes']} before GRPO, "
+                      f"{a['n_cut_passes']} after, of {a.get('n_tasks')} x {b.get('passes')}."]
     lines += ["", "## Plots", ""]
     for title, key in (("Learning curve (held-out) and reward", "curve"), ("GRPO per step", "diagnostics"),
                        ("The k-pass decision against k", "kpass")):

@@ -75,8 +75,9 @@ def family_table(evals: dict[str, dict[str, Any]]) -> None:
     before, after = evals["before_grpo"].get("by_family") or {}, evals["after_grpo"].get("by_family") or {}
     if len(after) < 2:
         return
-    t = Table(title="Held-out tasks by proof family (rough Balanced F1 before -> after GRPO; after: TPR, TNR, valid)")
-    for col in ("family", "n", "Bal-F1", "TPR", "TNR", "valid"):
+    t = Table(title="Held-out tasks by proof family (rough Balanced F1 before -> after GRPO; after: TPR, TNR, valid, "
+                    "passes cut at the token limit)")
+    for col in ("family", "n", "Bal-F1", "TPR", "TNR", "valid", "cut"):
         t.add_column(col, justify="left" if col == "family" else "right")
 
     def num(x: Any) -> str:
@@ -85,7 +86,7 @@ def family_table(evals: dict[str, dict[str, Any]]) -> None:
     for fam, m in after.items():
         b = before.get(fam, {})
         t.add_row(fam, str(m["n_proofs"]), f"{num(b.get('rough_bal_f1'))} -> {num(m['rough_bal_f1'])}",
-                  num(m["rough_tpr"]), num(m["rough_tnr"]), num(m[EVAL_VALID_RATE]))
+                  num(m["rough_tpr"]), num(m["rough_tnr"]), num(m[EVAL_VALID_RATE]), str(m.get("n_cut_passes", "-")))
     console.print(t)
 
 

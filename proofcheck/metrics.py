@@ -337,9 +337,20 @@ def eval_metrics(results: list[dict]) -> dict[str, Any]:
         "discrimination_se": math.hypot(tpr_se, tnr_se) if tpr_se is not None and tnr_se is not None else None,
         "n_proofs": len(results),
         "n_passes": sum(len(r["trials"]) for r in results),
+        "n_cut_passes": cut_passes(results),
         **kpass_with_se(proofs),
         "kpass_curve": kpass_curve(proofs),
     }
+
+
+def cut_passes(results: list[dict]) -> int:
+    """Passes that ended without a stop (`non_stop_finish`): in a held-out evaluation, cut at the token limit.
+    A cut pass is invalid, never an accept; counted apart so a limit too short for the proofs shows.
+
+    >>> cut_passes([{"trials": [{"invalid_reason": "non_stop_finish"}, {"invalid_reason": "missing_tag"}, {}]}])
+    1
+    """
+    return sum(t.get("invalid_reason") == "non_stop_finish" for r in results for t in r["trials"])
 
 
 def kpass_with_se(proofs: list[ProofTrials]) -> dict[str, float | None]:

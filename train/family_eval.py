@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from proofcheck.data.families import family_of, row_remark
-from proofcheck.metrics import EVAL_VALID_RATE, ProofTrials, Trial, eval_keys, verifier_metrics
+from proofcheck.metrics import EVAL_VALID_RATE, ProofTrials, Trial, cut_passes, eval_keys, verifier_metrics
 
 KEYS = ("rough_bal_f1", "rough_tpr", "rough_tnr", EVAL_VALID_RATE, "first_error_step_accuracy", "n_proofs",
         "n_correct", "n_incorrect")
@@ -50,6 +50,7 @@ def _grouped(results: list[dict[str, Any]], rows: list[dict[str, Any]] | None,
              key: Callable[[dict[str, Any]], str | None]) -> dict[str, dict[str, Any]]:
     by_id = {r["proof_id"]: r for r in rows or []}
     groups: dict[str, list[ProofTrials]] = {}
+    cut: dict[str, int] = {}
     for res in results:
         name = key(res) or (key(by_id[res["proof_id"]]) if res["proof_id"] in by_id else None)
         if name is None:
@@ -57,10 +58,11 @@ def _grouped(results: list[dict[str, Any]], rows: list[dict[str, Any]] | None,
         groups.setdefault(name, []).append(ProofTrials(
             res["proof_id"], bool(res["is_correct"]), int(res["first_error_step"]), res.get("domain", "ugd"),
             [Trial(bool(t["valid"]), t.get("first_error_step")) for t in res["trials"]]))
+        cut[name] = cut.get(name, 0) + cut_passes([res])
     out = {}
     for name in sorted(groups):
         m = eval_keys(verifier_metrics(groups[name]))
-        out[name] = {k: m[k] for k in KEYS}
+        out[name] = {**{k: m[k] for k in KEYS}, "n_cut_passes": cut[name]}
     return out
 
 

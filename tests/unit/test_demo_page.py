@@ -50,3 +50,12 @@ def test_the_report_holds_the_table_the_plots_and_the_true_rate(tmp_path: Path):
     assert "| synthetic prover, 40 held-out chain proofs | 0.600 | 0.550 | 0.300 | 0.500 |" in text
     assert "| TNR: flawed proofs rejected | 0.880 | 0.880 | +0.000 +- 0.032 (paired) |" in text
     assert "- an indented line" in text and "| total | 1000 |" in text and "runs/demo/grpo/merged" in text
+    assert "cut at the token limit" not in text  # a summary from before the count was kept
+
+
+def test_the_report_counts_passes_cut_at_the_token_limit(tmp_path: Path):
+    before, after = _evals(0.068, 0.024, 0.0, 0.032)
+    before, after = {**before, "n_cut_passes": 7}, {**after, "n_cut_passes": 2}
+    path = write_report(tmp_path / "report.md", host="h", evals={"before_grpo": before, "after_grpo": after},
+                        reading=[], scoring=[], plan={}, times={"SFT": 1.0}, plots={}, curve_line=None)
+    assert "token limit (invalid, never an accept): 7 before GRPO, 2 after, of 64 x 4." in path.read_text()

@@ -10,10 +10,16 @@ import pytest
 from proofcheck.train.family_eval import format_table, kind_of, per_family_metrics, per_kind_metrics
 
 
-def _res(pid: str, correct: bool, first: int, said: list[int | None]) -> dict:
-    """A graded result: one trial per entry of `said` (None = an invalid output)."""
+def _res(pid: str, correct: bool, first: int, said: list[int | str | None]) -> dict:
+    """A graded result: one trial per entry of `said` (None = a malformed output, "cut" = a pass cut at its
+    token limit: both invalid)."""
+    def trial(s: int | str | None) -> dict:
+        if isinstance(s, int):
+            return {"valid": True, "first_error_step": s, "invalid_reason": None}
+        return {"valid": False, "first_error_step": None,
+                "invalid_reason": "non_stop_finish" if s == "cut" else "missing_tag"}
     return {"proof_id": pid, "is_correct": correct, "first_error_step": first, "domain": "ugd",
-            "trials": [{"valid": s is not None, "first_error_step": s} for s in said]}
+            "trials": [trial(s) for s in said]}
 
 
 def _row(pid: str, remark: str) -> dict:
@@ -24,7 +30,7 @@ ROWS = [_row("l1", "synthetic:linear:valid"), _row("l2", "synthetic:linear:sign_
         _row("p1", "synthetic:parity:valid"), _row("p2", "synthetic:parity:case_missed"),
         _row("c1", "synthetic:arithmetic"), _row("e1", "expert remark")]
 RESULTS = [
-    _res("l1", True, -1, [-1, -1, 2, None]),   # rough 2/4, valid 3/4
+    _res("l1", True, -1, [-1, -1, 2, "cut"]),  # rough 2/4, valid 3/4, one pass cut
     _res("l2", False, 1, [1, 0, -1, -1]),      # rough 2/4, first error right 1/4
     _res("p1", True, -1, [-1, -1, -1, -1]),    # rough 1
     _res("p2", False, 3, [-1, -1, -1, -1]),    # rough 0: always accepted
@@ -35,11 +41,11 @@ RESULTS = [
 
 @pytest.mark.parametrize(("family", "expected"), [
     ("linear", {"rough_tpr": 0.5, "rough_tnr": 0.5, "rough_bal_f1": 0.5, "valid_rate": 7 / 8,
-                "first_error_step_accuracy": (2 / 4 + 1 / 4) / 2, "n_proofs": 2}),
+                "first_error_step_accuracy": (2 / 4 + 1 / 4) / 2, "n_proofs": 2, "n_cut_passes": 1}),
     ("parity", {"rough_tpr": 1.0, "rough_tnr": 0.0, "rough_bal_f1": 0.0, "valid_rate": 1.0,
-                "first_error_step_accuracy": 0.5, "n_proofs": 2}),
+                "first_error_step_accuracy": 0.5, "n_proofs": 2, "n_cut_passes": 0}),
     ("chain", {"rough_tpr": None, "rough_tnr": 0.75, "rough_bal_f1": None, "valid_rate": 0.75,
-               "first_error_step_accuracy": 0.75, "n_proofs": 1}),
+               "first_error_step_accuracy": 0.75, "n_proofs": 1, "n_cut_passes": 0}),  # malformed, not cut
 ])
 def test_per_family_metrics_match_hand_computed_values(family: str, expected: dict) -> None:
     got = per_family_metrics(RESULTS, ROWS)
