@@ -17,9 +17,9 @@ from proofcheck.app.demo_report import console
 from proofcheck.metrics import VALID_RATE
 
 # why the shipped samples score near chance, in one sentence for the report and the console
-SHIPPED_NOTE = ("The shipped samples are real olympiad and undergraduate proofs; a 135M model trained for half an "
-                "hour on arithmetic chains cannot check them, so its scores there are near chance: they show the "
-                "pipeline works end to end, not how good the verifier is.")
+SHIPPED_NOTE = ("The shipped samples are real olympiad and undergraduate proofs; a 135M model trained on short "
+                "synthetic proofs (the demo's chains, or the long recipe's six families) cannot check them, so its "
+                "scores there are near chance: they show the pipeline works end to end, not how good the verifier is.")
 # the report's scoring section under --no-score
 NOT_SCORED = ("Not served or scored (--no-score): the held-out evaluations before and after GRPO are the "
               "measurement. `proofcheck serve` and `proofcheck score` score the trained model later.")
