@@ -10,10 +10,11 @@ Draws the slices of `proofcheck.data.heldout.HARDER` (unseen wordings, 3 more st
 (`leaks`: no shared problem, no held-out wording in a training proof), and writes them with their record
 (`--out/data/split.json`). Each `--model NAME=DIR` is then run once over every slice by `proofcheck calibrate
 --no-card` (`--passes` passes per proof, resumable: a finished run is reused) into `--out/NAME`, each pass allowed
-the tokens the slices' longest gold verification needs (`pass_tokens`: a pass cut at its limit is never an accept). The table gives,
-per model and slice (and per family within a slice with `--by-family`), the per-pass TPR, TNR and Balanced F1
-and the k-pass decision's (majority and unanimity of `--passes`) with standard errors over proofs, from the
-records by `proofcheck.calibration` (the all-subsets rule). Written to `--out/HARDER.md` and `--json`.
+the tokens the slices' longest gold verification needs (`pass_tokens`: a pass cut at its limit is never an
+accept). The table gives, per model and slice (and per family within a slice with `--by-family`), the per-pass
+TPR, TNR and Balanced F1 and the k-pass decision's (majority and unanimity of `--passes`) with standard errors
+over proofs, from the records by `proofcheck.calibration` (the all-subsets rule). Written to `--out/HARDER.md`
+and `--json`.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def pass_tokens(model: str, tasks: list[dict[str, Any]], given: int | None) -> t
 
 def cut_at(records: list[dict[str, Any]], tokens: int) -> list[dict[str, Any]]:
     """The records as a run limited to `tokens` a pass would have left them: a pass that wrote more is cut
-    (`finish_reason` "length", which parses as invalid: never an accept). Seeded sampling writes the same first tokens whatever the
-    limit, so one run at a larger limit also measures a smaller one."""
+    (`finish_reason` "length", which parses as invalid: never an accept). Seeded sampling writes the same first
+    tokens whatever the limit, so one run at a larger limit also measures a smaller one."""
     def cut(t: dict[str, Any]) -> dict[str, Any]:
         return {**t, "finish_reason": "length"} if int(t["completion_tokens"]) > tokens else t
     return [{**r, "verifier_trials": [cut(t) for t in r["verifier_trials"]]} for r in records]

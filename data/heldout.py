@@ -50,9 +50,9 @@ HARDER: dict[str, Variant] = {
 }
 SPLIT_FILE = "split.json"
 # What a training set may draw beyond the plain training proofs, every harder slice still beyond it: numbers 3x
-# (the slices: 10x), and proofs one step (parity: one per case) longer in every family (the slices: 3 more): a
-# bracket to expand, a third bracket, a constant in two moves, n^2's residue (in parity words its parity) first. Each is drawn in every family
-# the run trains on.
+# (the slices: 10x), and proofs one step (parity: one per case) longer (the slices: 3 more): a bracket to expand,
+# a third bracket, a constant in two moves, n^2's residue (in parity words, its parity) first. Each is drawn in
+# every family the run trains on.
 VARIED_TRAINING: dict[str, Variant] = {
     "larger": Variant(scale=3),
     "longer": Variant(longer=1),
@@ -80,8 +80,8 @@ def varied_training(name: str, n: int, families: FamilyChoice = "all",
                     exclude: Iterable[str] = ()) -> dict[str, VariedSet]:
     """The sets that draw about `n` of training set `name`'s tasks under `VARIED_TRAINING`, for the families the
     run trains (`families` minus `exclude`): `<name>-<variant>` -> `VariedSet`. Sizes are even
-    (valid/flawed pairs), an equal share of `n` per variant; `disjoint_splits` spreads each over the families.
-    `disjoint_splits` draws them (`variants`, per-set `families`).
+    (valid/flawed pairs), an equal share of `n` per variant; `disjoint_splits` draws them (`variants`, per-set
+    `families`) and spreads each over the families.
 
     >>> {k: (n, fams) for k, (n, _, fams) in varied_training("sft", 96, ["linear", "prose"]).items()}
     {'sft-larger': (48, ['prose', 'linear']), 'sft-longer': (48, ['prose', 'linear'])}

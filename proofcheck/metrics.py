@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
 
+from proofcheck.parsing import NON_STOP_FINISH
+
 # The share of verifier passes that are valid answers (`proof_valid_rate` per proof), under its one name
 # in code: VALID_RATE, VerifierBench's and ProverBench's key. The held-out evaluation files it as
 # EVAL_VALID_RATE: training's logs (`eval_verify/valid_rate`), its run_summary.json and the demo's
@@ -344,13 +346,14 @@ def eval_metrics(results: list[dict]) -> dict[str, Any]:
 
 
 def cut_passes(results: list[dict]) -> int:
-    """Passes that ended without a stop (`non_stop_finish`): in a held-out evaluation, cut at the token limit.
-    A cut pass is invalid, never an accept; counted apart so a limit too short for the proofs shows.
+    """Passes that ended without a stop (`proofcheck.parsing.NON_STOP_FINISH`): in a held-out evaluation, cut at
+    the token limit. A cut pass is invalid, never an accept; counted apart so a limit too short for the proofs
+    shows. A trial without `invalid_reason` (results not from `grade_row`) is not counted.
 
     >>> cut_passes([{"trials": [{"invalid_reason": "non_stop_finish"}, {"invalid_reason": "missing_tag"}, {}]}])
     1
     """
-    return sum(t.get("invalid_reason") == "non_stop_finish" for r in results for t in r["trials"])
+    return sum(t.get("invalid_reason") == NON_STOP_FINISH for r in results for t in r["trials"])
 
 
 def kpass_with_se(proofs: list[ProofTrials]) -> dict[str, float | None]:

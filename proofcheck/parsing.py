@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 
 from proofcheck.protocol import VERDICT_TAGS
 
+NON_STOP_FINISH = "non_stop_finish"  # the engine did not stop the pass itself: cut at the token limit, or aborted
 INVALID_REASONS = (
-    "non_stop_finish",
+    NON_STOP_FINISH,
     "unfinished_thinking",
     "empty_output",
     "missing_tag",
@@ -124,7 +125,7 @@ def parse_verifier_output(text: str, n_steps: int, finish_reason: str | None) ->
     invalid. Callers that know a generation finished say so with "stop".
     """
     if finish_reason != "stop":
-        return _invalid("non_stop_finish", f"generation ended with finish_reason={finish_reason!r}, not 'stop'")
+        return _invalid(NON_STOP_FINISH, f"generation ended with finish_reason={finish_reason!r}, not 'stop'")
     final = strip_thinking(text)
     if final is None:
         return _invalid("unfinished_thinking", "thinking was never closed: no final answer")
